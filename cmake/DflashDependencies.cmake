@@ -1,0 +1,13 @@
+# Every dependency comes from the distribution's packages (scripts/install-deps.sh).
+find_package(PkgConfig REQUIRED)
+find_package(Threads REQUIRED)
+find_package(absl REQUIRED CONFIG)
+find_package(nlohmann_json 3.10 REQUIRED CONFIG)
+find_package(spdlog REQUIRED CONFIG)
+pkg_check_modules(SENTENCEPIECE REQUIRED IMPORTED_TARGET sentencepiece)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+find_program(SPM_TRAIN spm_train REQUIRED)
+if(DFLASH_BUILD_TESTS)
+  find_package(GTest REQUIRED CONFIG)
+endif()

@@ -1,0 +1,35 @@
+// The model-side interface of the service: one Engine per device runs packed batches of one
+// model. Implementations: CpuEngine (exact float32 reference and fallback) and, with a CUDA
+// toolkit, the CUDA engine. An engine is not required to be thread-safe: the server gives each
+// engine one worker thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+#include "engine/packed_batch.h"
+
+namespace dflash {
+
+struct EngineInfo {
+  std::string backend;  // "cpu" or "cuda"
+  std::string device;   // Human-readable device description.
+  std::string dtype;    // Compute dtype, e.g. "float32".
+  int64_t weight_bytes = 0;
+  int64_t workspace_bytes = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  // Runs one packed batch. Invalid batches give INVALID_ARGUMENT or FAILED_PRECONDITION (see
+  // ValidatePackedBatch); device failures give INTERNAL or RESOURCE_EXHAUSTED.
+  virtual absl::StatusOr<BatchOutput> Run(const PackedBatch& batch, const RunOptions& options) = 0;
+  virtual EngineInfo Info() const = 0;
+  virtual const ModelConfig& config() const = 0;
+};
+
+}  // namespace dflash

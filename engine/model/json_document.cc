@@ -1,0 +1,172 @@
+#include "engine/model/json_document.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace dflash {
+namespace {
+
+// Thrown by the parser callback to stop at the first structural problem; caught in this file.
+struct StructureError {
+  std::string message;
+};
+
+std::pair<int, int> LineAndColumn(absl::string_view text, size_t byte) {
+  byte = std::min(byte, text.size());
+  int line = 1;
+  int column = 1;
+  for (size_t i = 0; i < byte; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> ParseJsonDocument(absl::string_view text, absl::string_view source,
+                                                 int max_depth) {
+  // One key set per open object (nullptr for arrays), to reject duplicate keys, which
+  // nlohmann::json would otherwise resolve silently by keeping the last.
+  std::vector<std::set<std::string>> open_objects;
+  std::vector<bool> is_object;
+  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event,
+                      nlohmann::json& parsed) -> bool {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        if (static_cast<int>(is_object.size()) >= max_depth) {
+          throw StructureError{absl::StrCat("nesting deeper than ", max_depth, " levels")};
+        }
+        is_object.push_back(event == Event::object_start);
+        if (event == Event::object_start) open_objects.emplace_back();
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        if (!is_object.empty()) {
+          if (is_object.back()) open_objects.pop_back();
+          is_object.pop_back();
+        }
+        break;
+      case Event::key:
+        if (!open_objects.empty() && parsed.is_string() &&
+            !open_objects.back().insert(parsed.get<std::string>()).second) {
+          throw StructureError{absl::StrCat("duplicate key \"", parsed.get<std::string>(), "\"")};
+        }
+        break;
+      case Event::value:
+        break;
+    }
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true,
+                                 /*ignore_comments=*/false);
+  } catch (const StructureError& error) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", error.message));
+  } catch (const nlohmann::json::parse_error& error) {
+    const auto [line, column] = LineAndColumn(text, error.byte > 0 ? error.byte - 1 : 0);
+    std::string what = error.what();
+    // nlohmann's message starts with "[json.exception.parse_error.101] parse error at line..";
+    // keep only the human part after the last ": ".
+    const size_t cut = what.rfind(": ");
+    if (cut != std::string::npos) what = what.substr(cut + 2);
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ":", line, ":", column, ": invalid JSON: ", what));
+  } catch (const nlohmann::json::exception& error) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", error.what()));
+  }
+}
+
+const nlohmann::json* JsonFields::Find(absl::string_view key) const {
+  if (!object_.is_object()) return nullptr;
+  const auto it = object_.find(std::string(key));
+  if (it == object_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+bool JsonFields::Has(absl::string_view key) const { return Find(key) != nullptr; }
+
+absl::Status JsonFields::FieldError(absl::string_view key, absl::string_view problem) const {
+  return absl::InvalidArgumentError(absl::StrCat(source_, ": field '", key, "' ", problem));
+}
+
+absl::StatusOr<int64_t> JsonFields::Int(absl::string_view key, int64_t fallback) const {
+  const nlohmann::json* value = Find(key);
+  if (value == nullptr) return fallback;
+  if (value->is_number_integer()) return value->get<int64_t>();
+  if (value->is_number_unsigned()) {
+    const uint64_t unsigned_value = value->get<uint64_t>();
+    if (unsigned_value <= static_cast<uint64_t>(INT64_MAX)) {
+      return static_cast<int64_t>(unsigned_value);
+    }
+  }
+  return FieldError(key, absl::StrCat("must be an integer, got ", JsonExcerpt(*value)));
+}
+
+absl::StatusOr<double> JsonFields::Number(absl::string_view key, double fallback) const {
+  const nlohmann::json* value = Find(key);
+  if (value == nullptr) return fallback;
+  if (value->is_number()) return value->get<double>();
+  return FieldError(key, absl::StrCat("must be a number, got ", JsonExcerpt(*value)));
+}
+
+absl::StatusOr<bool> JsonFields::Bool(absl::string_view key, bool fallback) const {
+  const nlohmann::json* value = Find(key);
+  if (value == nullptr) return fallback;
+  if (value->is_boolean()) return value->get<bool>();
+  return FieldError(key, absl::StrCat("must be true or false, got ", JsonExcerpt(*value)));
+}
+
+absl::StatusOr<std::string> JsonFields::String(absl::string_view key,
+                                               absl::string_view fallback) const {
+  const nlohmann::json* value = Find(key);
+  if (value == nullptr) return std::string(fallback);
+  if (value->is_string()) return value->get<std::string>();
+  return FieldError(key, absl::StrCat("must be a string, got ", JsonExcerpt(*value)));
+}
+
+absl::StatusOr<std::vector<std::string>> JsonFields::StringList(absl::string_view key,
+                                                                char separator) const {
+  const nlohmann::json* value = Find(key);
+  std::vector<std::string> items;
+  if (value == nullptr) return items;
+  if (value->is_string()) {
+    for (absl::string_view part : absl::StrSplit(value->get_ref<const std::string&>(), separator)) {
+      part = absl::StripAsciiWhitespace(part);
+      if (!part.empty()) items.emplace_back(part);
+    }
+    return items;
+  }
+  if (value->is_array()) {
+    for (const nlohmann::json& item : *value) {
+      if (!item.is_string()) {
+        return FieldError(key, absl::StrCat("must list strings, got ", JsonExcerpt(item)));
+      }
+      items.emplace_back(absl::StripAsciiWhitespace(item.get_ref<const std::string&>()));
+    }
+    return items;
+  }
+  return FieldError(key, absl::StrCat("must be a list of strings or a '", std::string(1, separator),
+                                      "'-separated string, got ", JsonExcerpt(*value)));
+}
+
+std::string JsonExcerpt(const nlohmann::json& value) {
+  std::string text =
+      value.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
+  constexpr size_t kMax = 60;
+  if (text.size() > kMax) text = absl::StrCat(text.substr(0, kMax - 3), "...");
+  return text;
+}
+
+}  // namespace dflash

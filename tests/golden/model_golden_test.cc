@@ -1,0 +1,235 @@
+// The CPU engine against Hugging Face transformers 5.17 on the golden families
+// (make_model_goldens.py): hidden states and logits in float32 within 1e-5 relative L2, and
+// every sequence's output independent of the batch it is packed into.
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/cpu_engine.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/relative_position.h"
+#include "engine/model/safetensors.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace dflash {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kModels = fs::path(DFLASH_SOURCE_DIR) / "tests/golden/models";
+constexpr double kFloat32Tolerance = 1e-5;
+
+struct Reference {
+  std::unique_ptr<SafetensorsFile> file;
+
+  std::vector<float> Floats(const std::string& name) const {
+    const TensorInfo* info = file->Find(name);
+    EXPECT_NE(info, nullptr) << name;
+    if (info == nullptr) return {};
+    absl::StatusOr<std::vector<float>> values = file->ReadFloat32(*info);
+    EXPECT_TRUE(values.ok()) << values.status();
+    return values.ok() ? *values : std::vector<float>{};
+  }
+  std::vector<int32_t> Ints(const std::string& name) const {
+    const TensorInfo* info = file->Find(name);
+    EXPECT_NE(info, nullptr) << name;
+    if (info == nullptr) return {};
+    absl::StatusOr<std::vector<int64_t>> values = file->ReadInt64(*info);
+    EXPECT_TRUE(values.ok()) << values.status();
+    return values.ok() ? std::vector<int32_t>(values->begin(), values->end())
+                       : std::vector<int32_t>{};
+  }
+};
+
+// ||a - b||_2 / ||b||_2 over rows [first, last) of [rows, width] matrices.
+double RelativeL2(const std::vector<float>& a, const std::vector<float>& b, int64_t width,
+                  int64_t first, int64_t last) {
+  double diff = 0.0;
+  double norm = 0.0;
+  for (int64_t i = first * width; i < last * width; ++i) {
+    const double delta = static_cast<double>(a[i]) - b[i];
+    diff += delta * delta;
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+// One golden family: its checkpoint in a CPU engine, its reference outputs, and its inputs as a
+// packed batch.
+class GoldenFamily {
+ protected:
+  void Load(const std::string& family) {
+    const fs::path dir = kModels / family;
+    absl::StatusOr<Checkpoint> checkpoint = LoadCheckpoint(dir);
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+    absl::StatusOr<std::unique_ptr<CpuEngine>> engine =
+        CpuEngine::Create(*std::move(checkpoint), CpuEngine::Options{});
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    engine_ = *std::move(engine);
+    absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
+        SafetensorsFile::Open(dir / "reference.safetensors");
+    ASSERT_TRUE(file.ok()) << file.status();
+    reference_.file = *std::move(file);
+    const std::vector<int32_t> ids = reference_.Ints("input_ids");
+    const std::vector<int32_t> types = reference_.Ints("token_type_ids");
+    const std::vector<int32_t> cu = reference_.Ints("cu_seqlens");
+    for (size_t s = 0; s + 1 < cu.size(); ++s) {
+      batch_.Append(std::vector<int32_t>(ids.begin() + cu[s], ids.begin() + cu[s + 1]),
+                    std::vector<int32_t>(types.begin() + cu[s], types.begin() + cu[s + 1]));
+    }
+  }
+
+  uint32_t HeadOutput() const {
+    switch (engine_->config().head) {
+      case HeadKind::kSequenceClassification:
+        return kSequenceLogits;
+      case HeadKind::kTokenClassification:
+        return kTokenLogits;
+      case HeadKind::kEncoderOnly:
+        return kEmbeddings;
+    }
+    return 0;
+  }
+
+  std::unique_ptr<CpuEngine> engine_;
+  Reference reference_;
+  PackedBatch batch_;
+};
+
+class ModelGoldenTest : public GoldenFamily, public testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Load(GetParam())); }
+};
+
+class EncoderGoldenTest : public GoldenFamily, public testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(Load("encoder_only")); }
+};
+
+TEST_P(ModelGoldenTest, HiddenStatesAndLogitsMatchTransformers) {
+  RunOptions options;
+  options.outputs = kHiddenStates | HeadOutput();
+  absl::StatusOr<BatchOutput> output = engine_->Run(batch_, options);
+  ASSERT_TRUE(output.ok()) << output.status();
+
+  const int64_t hidden = engine_->config().hidden_size;
+  const std::vector<float> expected_hidden = reference_.Floats("hidden_states");
+  ASSERT_EQ(output->hidden_states.size(), expected_hidden.size());
+  double worst_hidden = 0.0;
+  for (int s = 0; s < batch_.num_sequences(); ++s) {
+    const double error = RelativeL2(output->hidden_states, expected_hidden, hidden,
+                                    batch_.cu_seqlens[s], batch_.cu_seqlens[s + 1]);
+    EXPECT_LE(error, kFloat32Tolerance)
+        << "sequence " << s << " of length " << batch_.sequence_length(s);
+    worst_hidden = std::max(worst_hidden, error);
+  }
+  std::cout << "[golden] " << GetParam() << ": worst per-sequence relative L2, hidden states "
+            << worst_hidden;
+
+  const int64_t labels = engine_->config().num_labels();
+  if (options.outputs & kSequenceLogits) {
+    const std::vector<float> expected = reference_.Floats("sequence_logits");
+    const std::vector<float> expected64 = reference_.Floats("sequence_logits_fp64");
+    ASSERT_EQ(output->sequence_logits.size(), expected.size());
+    const double error =
+        RelativeL2(output->sequence_logits, expected, labels, 0, batch_.num_sequences());
+    const double error64 =
+        RelativeL2(output->sequence_logits, expected64, labels, 0, batch_.num_sequences());
+    EXPECT_LE(error, kFloat32Tolerance);
+    std::cout << "; logits vs HF fp32 " << error << ", vs HF fp64 " << error64;
+  }
+  if (options.outputs & kTokenLogits) {
+    const std::vector<float> expected = reference_.Floats("token_logits");
+    ASSERT_EQ(output->token_logits.size(), expected.size());
+    const double error =
+        RelativeL2(output->token_logits, expected, labels, 0, batch_.total_tokens());
+    EXPECT_LE(error, kFloat32Tolerance);
+    std::cout << "; token logits vs HF fp32 " << error;
+  }
+  std::cout << "\n";
+}
+
+TEST_F(EncoderGoldenTest, EmbeddingsMatchPooledTransformersHiddenStates) {
+  const int64_t hidden = engine_->config().hidden_size;
+  const int sequences = batch_.num_sequences();
+  struct Case {
+    PoolingMode pooling;
+    bool normalize;
+    const char* reference;
+  };
+  for (const Case& c : {Case{PoolingMode::kMean, true, "embeddings_mean_normalized"},
+                        Case{PoolingMode::kMean, false, "embeddings_mean"},
+                        Case{PoolingMode::kCls, true, "embeddings_cls_normalized"}}) {
+    RunOptions options;
+    options.outputs = kEmbeddings;
+    options.pooling = c.pooling;
+    options.normalize = c.normalize;
+    absl::StatusOr<BatchOutput> output = engine_->Run(batch_, options);
+    ASSERT_TRUE(output.ok()) << output.status();
+    const std::vector<float> expected = reference_.Floats(c.reference);
+    ASSERT_EQ(output->embeddings.size(), expected.size());
+    EXPECT_LE(RelativeL2(output->embeddings, expected, hidden, 0, sequences), kFloat32Tolerance)
+        << c.reference;
+  }
+}
+
+TEST_P(ModelGoldenTest, SequenceOutputDoesNotDependOnBatchMates) {
+  RunOptions options;
+  options.outputs = kHiddenStates;
+  absl::StatusOr<BatchOutput> packed = engine_->Run(batch_, options);
+  ASSERT_TRUE(packed.ok()) << packed.status();
+  const int64_t hidden = engine_->config().hidden_size;
+  for (int s = 0; s < batch_.num_sequences(); ++s) {
+    PackedBatch alone;
+    const auto begin = batch_.token_ids.begin() + batch_.cu_seqlens[s];
+    const auto type_begin = batch_.token_type_ids.begin() + batch_.cu_seqlens[s];
+    alone.Append(std::vector<int32_t>(begin, begin + batch_.sequence_length(s)),
+                 std::vector<int32_t>(type_begin, type_begin + batch_.sequence_length(s)));
+    absl::StatusOr<BatchOutput> single = engine_->Run(alone, options);
+    ASSERT_TRUE(single.ok()) << single.status();
+    const std::vector<float> packed_rows(
+        packed->hidden_states.begin() + int64_t{batch_.cu_seqlens[s]} * hidden,
+        packed->hidden_states.begin() + int64_t{batch_.cu_seqlens[s + 1]} * hidden);
+    // The same arithmetic on the same rows: only BLAS blocking may differ.
+    EXPECT_LE(RelativeL2(single->hidden_states, packed_rows, hidden, 0, alone.total_tokens()), 1e-6)
+        << "sequence " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ModelGoldenTest,
+                         testing::Values("v3_like", "v2_xlarge_like", "legacy", "c2p_only",
+                                         "token_cls", "encoder_only"),
+                         [](const testing::TestParamInfo<std::string>& family) {
+                           return family.param;
+                         });
+
+TEST(LogBucketGoldenTest, MatchesTransformersValueByValue) {
+  absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
+      SafetensorsFile::Open(kModels / "log_buckets.safetensors");
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_FALSE((*file)->tensors().empty());
+  for (const TensorInfo& table : (*file)->tensors()) {
+    int buckets = 0;
+    int max_position = 0;
+    ASSERT_EQ(std::sscanf(table.name.c_str(), "buckets_%d_max_%d", &buckets, &max_position), 2)
+        << table.name;
+    absl::StatusOr<std::vector<int64_t>> expected = (*file)->ReadInt64(table);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    int mismatches = 0;
+    for (size_t i = 0; i < expected->size(); ++i) {
+      const int64_t delta = static_cast<int64_t>(i) - 4096;
+      if (LogBucketPosition(delta, buckets, max_position) != (*expected)[i] && ++mismatches < 5) {
+        ADD_FAILURE() << table.name << " delta " << delta << ": ours "
+                      << LogBucketPosition(delta, buckets, max_position) << ", transformers "
+                      << (*expected)[i];
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << table.name;
+  }
+}
+
+}  // namespace
+}  // namespace dflash
