@@ -218,8 +218,10 @@ absl::StatusOr<EmbeddingConfig> LoadEmbeddingConfig(const fs::path& directory) {
                             ParseJsonDocument(modules_text, modules_path.string()));
     if (modules.is_array()) {
       for (const nlohmann::json& module : modules) {
-        if (module.is_object() &&
-            module.value("type", "") == "sentence_transformers.models.Normalize") {
+        // Type-check before comparing: nlohmann's value() throws on a non-string "type".
+        const auto type = module.is_object() ? module.find("type") : module.end();
+        if (type != module.end() && type->is_string() &&
+            type->get_ref<const std::string&>() == "sentence_transformers.models.Normalize") {
           embedding.normalize = true;
         }
       }

@@ -104,12 +104,15 @@ absl::Status JsonFields::FieldError(absl::string_view key, absl::string_view pro
 absl::StatusOr<int64_t> JsonFields::Int(absl::string_view key, int64_t fallback) const {
   const nlohmann::json* value = Find(key);
   if (value == nullptr) return fallback;
-  if (value->is_number_integer()) return value->get<int64_t>();
+  // nlohmann's is_number_integer() is also true for unsigned values, so unsigned comes first:
+  // 2^63 and above must be an error, not wrap to a negative int64.
   if (value->is_number_unsigned()) {
     const uint64_t unsigned_value = value->get<uint64_t>();
     if (unsigned_value <= static_cast<uint64_t>(INT64_MAX)) {
       return static_cast<int64_t>(unsigned_value);
     }
+  } else if (value->is_number_integer()) {
+    return value->get<int64_t>();
   }
   return FieldError(key, absl::StrCat("must be an integer, got ", JsonExcerpt(*value)));
 }

@@ -191,8 +191,13 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   DFLASH_ASSIGN_OR_RETURN(config.type_vocab_size,
                           BoundedInt(fields, "type_vocab_size", 0, 0, kMaxVocabulary));
   DFLASH_ASSIGN_OR_RETURN(double eps, fields.Number("layer_norm_eps", 1e-7));
-  if (!(eps > 0.0 && eps < 1.0)) return fields.FieldError("layer_norm_eps", "must be in (0, 1)");
+  // Checked after the conversion to float32 too: 1e-47 is positive as a double but 0 as a float,
+  // and LayerNorm would then divide by zero on a constant row.
   config.layer_norm_eps = static_cast<float>(eps);
+  if (!(eps > 0.0 && eps < 1.0) || !(config.layer_norm_eps > 0.0f)) {
+    return fields.FieldError("layer_norm_eps",
+                             "must be in (0, 1) and representable as a positive float32");
+  }
 
   DFLASH_ASSIGN_OR_RETURN(config.relative_attention, fields.Bool("relative_attention", false));
   DFLASH_ASSIGN_OR_RETURN(

@@ -243,7 +243,7 @@ absl::StatusOr<std::vector<float>> SafetensorsFile::ReadFloat32(const TensorInfo
   std::vector<float> values(count);
   switch (tensor.dtype) {
     case DType::kF32:
-      std::memcpy(values.data(), raw.data(), count * sizeof(float));
+      if (count > 0) std::memcpy(values.data(), raw.data(), count * sizeof(float));
       break;
     case DType::kF16:
       for (size_t i = 0; i < count; ++i)

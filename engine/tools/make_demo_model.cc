@@ -24,6 +24,7 @@ ABSL_FLAG(int, vocab_size, 4096, "Rows of the word-embedding table (> pieces of 
 ABSL_FLAG(int, hidden_size, 256, "Model width.");
 ABSL_FLAG(int, layers, 4, "Encoder layers.");
 ABSL_FLAG(int, heads, 4, "Attention heads (head size = hidden_size / heads).");
+ABSL_FLAG(int, intermediate_size, 0, "FFN width; 0 means 4 x hidden_size.");
 ABSL_FLAG(uint64_t, seed, 20261129, "Seed of the weight generator.");
 
 namespace {
@@ -74,7 +75,9 @@ int main(int argc, char** argv) {
   if (vocab < 8 || hidden < 8 || layers < 1 || heads < 1 || hidden % heads != 0) {
     return Fail("sizes must be positive and heads must divide hidden_size");
   }
-  const int64_t intermediate = 4 * hidden;
+  const int64_t intermediate = absl::GetFlag(FLAGS_intermediate_size) > 0
+                                   ? absl::GetFlag(FLAGS_intermediate_size)
+                                   : 4 * hidden;
   const int64_t buckets = 256;
   const double weight_std = 0.05;
 

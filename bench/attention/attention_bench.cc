@@ -1,0 +1,298 @@
+// dflash-bench-attention: times the fused disentangled-attention forward (including its C2P/P2C
+// table GEMMs) on the shapes of the peers' table in shared/KERNELS.md: 12 heads, v3 positions
+// (256 buckets, 512 relative rows), 16,384 tokens per batch (B = 16384 / L), plus a packed
+// MNLI-like mix. CUDA events, warm-up, median of --repeats runs; inputs (75 MB of QKV at d = 64)
+// exceed the 60 MB L2. Also reports the relative L2 error against the strict float32 path on the
+// same inputs and the workspace the op allocates ("peak extra memory"). Writes JSON lines.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_split.h"
+#include "engine/model/half_precision.h"
+#include "engine/model/model_config.h"
+#include "engine/model/relative_position.h"
+#include "kernels/attention/disentangled_attention.h"
+
+ABSL_FLAG(std::string, lengths, "128,256,512,1024,2048,4096,8192,16384,32768",
+          "Sequence lengths (B = tokens / L).");
+ABSL_FLAG(std::string, dtypes, "bf16,fp16", "Data types: bf16, fp16.");
+ABSL_FLAG(std::string, head_dims, "64", "Head dims (heads = 768 / d unless --heads).");
+ABSL_FLAG(int, heads, 12, "Attention heads.");
+ABSL_FLAG(int, tokens, 16384, "Tokens per batch.");
+ABSL_FLAG(int, repeats, 30, "Timed runs per shape (median reported).");
+ABSL_FLAG(bool, accuracy, true, "Compare with the strict float32 path (slow for long L).");
+ABSL_FLAG(bool, mnli_mix, true, "Also time a packed MNLI-like mix of 10..200-token sequences.");
+ABSL_FLAG(std::string, json, "", "Write one JSON object per row to this file.");
+
+namespace {
+
+using dflash::kernels::DataType;
+
+#define CHECK_CUDA(expr)                                                \
+  do {                                                                  \
+    const cudaError_t error_ = (expr);                                  \
+    if (error_ != cudaSuccess) {                                        \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, \
+                   cudaGetErrorString(error_));                         \
+      std::exit(1);                                                     \
+    }                                                                   \
+  } while (false)
+
+struct Device {
+  void* data = nullptr;
+  explicit Device(size_t bytes) { CHECK_CUDA(cudaMalloc(&data, std::max<size_t>(bytes, 256))); }
+  ~Device() { cudaFree(data); }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+};
+
+std::vector<uint16_t> Encode(const std::vector<float>& values, DataType dtype) {
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    bits[i] = dtype == DataType::kFloat16 ? dflash::FloatToHalf(values[i])
+                                          : dflash::FloatToBFloat16(values[i]);
+  }
+  return bits;
+}
+
+std::vector<float> Decode(const std::vector<uint16_t>& bits, DataType dtype) {
+  std::vector<float> values(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) {
+    values[i] = dtype == DataType::kFloat16 ? dflash::HalfToFloat(bits[i])
+                                            : dflash::BFloat16ToFloat(bits[i]);
+  }
+  return values;
+}
+
+struct Row {
+  std::string shape;
+  int length = 0;
+  int batch = 0;
+  int heads = 0;
+  int head_dim = 0;
+  std::string dtype;
+  double ms = 0.0;
+  double tflops = 0.0;
+  double rel_l2 = -1.0;
+  double extra_mib = 0.0;
+};
+
+Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, DataType dtype,
+             const dflash::RelativePositionIndex& index, cublasHandle_t blas) {
+  const int width = heads * head_dim;
+  std::vector<int32_t> cu{0};
+  for (int length : lengths) cu.push_back(cu.back() + length);
+  const int total = cu.back();
+  const int max_len = *std::max_element(lengths.begin(), lengths.end());
+  std::mt19937 random(static_cast<uint32_t>(total + max_len + head_dim));
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> qkv(static_cast<size_t>(total) * 3 * width);
+  for (float& x : qkv) x = normal(random);
+  std::vector<float> pos(static_cast<size_t>(2 * index.span()) * width * 2);
+  for (float& x : pos) x = normal(random);
+  const std::vector<uint16_t> qkv_bits = Encode(qkv, dtype);
+  const std::vector<uint16_t> pos_bits = Encode(pos, dtype);
+
+  Device qkv_device(qkv_bits.size() * 2), pos_device(pos_bits.size() * 2);
+  Device out_device(static_cast<size_t>(total) * width * 2);
+  Device cu_device(cu.size() * 4), lut_device(index.table().size() * 4);
+  CHECK_CUDA(
+      cudaMemcpy(qkv_device.data, qkv_bits.data(), qkv_bits.size() * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(
+      cudaMemcpy(pos_device.data, pos_bits.data(), pos_bits.size() * 2, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(cu_device.data, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(lut_device.data, index.table().data(), index.table().size() * 4,
+                        cudaMemcpyHostToDevice));
+
+  dflash::kernels::AttentionProblem p;
+  p.dtype = dtype;
+  p.num_heads = heads;
+  p.head_dim = head_dim;
+  p.q = qkv_device.data;
+  p.k = static_cast<uint16_t*>(qkv_device.data) + width;
+  p.v = static_cast<uint16_t*>(qkv_device.data) + 2 * width;
+  p.q_row_stride = p.k_row_stride = p.v_row_stride = 3 * width;
+  p.out = out_device.data;
+  p.out_row_stride = width;
+  const size_t pos_half = static_cast<size_t>(2 * index.span()) * width;
+  p.pos_key = pos_device.data;
+  p.pos_query = static_cast<uint16_t*>(pos_device.data) + pos_half;
+  p.cu_seqlens = static_cast<int32_t*>(cu_device.data);
+  p.num_sequences = static_cast<int>(lengths.size());
+  p.max_seqlen = max_len;
+  p.total_tokens = total;
+  p.scale = 1.0f / std::sqrt(3.0f * head_dim);
+  p.positions = {index.table().data(), static_cast<int32_t*>(lut_device.data), index.band(),
+                 index.span()};
+  const size_t workspace_bytes = dflash::kernels::AttentionWorkspaceBytes(p);
+  Device workspace(workspace_bytes);
+
+  auto run = [&] {
+    const cudaError_t error =
+        dflash::kernels::DisentangledAttentionForward(p, workspace.data, blas, nullptr);
+    if (error != cudaSuccess) {
+      std::fprintf(stderr, "forward failed: %s\n", cudaGetErrorString(error));
+      std::exit(1);
+    }
+  };
+  for (int i = 0; i < 3; ++i) run();
+  CHECK_CUDA(cudaDeviceSynchronize());
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  std::vector<float> times;
+  for (int i = 0; i < absl::GetFlag(FLAGS_repeats); ++i) {
+    cudaEventRecord(start);
+    run();
+    cudaEventRecord(stop);
+    CHECK_CUDA(cudaEventSynchronize(stop));
+    float ms = 0.0f;
+    cudaEventElapsedTime(&ms, start, stop);
+    times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  Row row;
+  row.length = max_len;
+  row.batch = static_cast<int>(lengths.size());
+  row.heads = heads;
+  row.head_dim = head_dim;
+  row.dtype = dtype == DataType::kFloat16 ? "fp16" : "bf16";
+  row.ms = times[times.size() / 2];
+  double flops = 0.0;  // The peers' formula: B*H*(4 L^2 d + 4 L R d), R = 512, per sequence.
+  for (int length : lengths) {
+    flops += static_cast<double>(heads) *
+             (4.0 * length * length * head_dim + 4.0 * length * 512.0 * head_dim);
+  }
+  row.tflops = flops / (row.ms * 1e-3) / 1e12;
+  row.extra_mib = static_cast<double>(workspace_bytes) / (1 << 20);
+
+  if (absl::GetFlag(FLAGS_accuracy)) {
+    // The strict float32 path on the same rounded values.
+    const std::vector<float> qkv_rounded = Decode(qkv_bits, dtype);
+    const std::vector<float> pos_rounded = Decode(pos_bits, dtype);
+    Device qkv32(qkv_rounded.size() * 4), pos32(pos_rounded.size() * 4);
+    Device out32(static_cast<size_t>(total) * width * 4);
+    CHECK_CUDA(
+        cudaMemcpy(qkv32.data, qkv_rounded.data(), qkv_rounded.size() * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(
+        cudaMemcpy(pos32.data, pos_rounded.data(), pos_rounded.size() * 4, cudaMemcpyHostToDevice));
+    dflash::kernels::AttentionProblem strict = p;
+    strict.dtype = DataType::kFloat32;
+    strict.q = qkv32.data;
+    strict.k = static_cast<float*>(qkv32.data) + width;
+    strict.v = static_cast<float*>(qkv32.data) + 2 * width;
+    strict.out = out32.data;
+    strict.pos_key = pos32.data;
+    strict.pos_query = static_cast<float*>(pos32.data) + pos_half;
+    CHECK_CUDA(dflash::kernels::DisentangledAttentionForward(strict, nullptr, blas, nullptr));
+    CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<float> want(static_cast<size_t>(total) * width);
+    std::vector<uint16_t> got_bits(want.size());
+    CHECK_CUDA(cudaMemcpy(want.data(), out32.data, want.size() * 4, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(
+        cudaMemcpy(got_bits.data(), out_device.data, got_bits.size() * 2, cudaMemcpyDeviceToHost));
+    const std::vector<float> got = Decode(got_bits, dtype);
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+      norm += static_cast<double>(want[i]) * want[i];
+    }
+    row.rel_l2 = std::sqrt(diff / norm);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return row;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Times the fused disentangled-attention forward on the peers' benchmark shapes.\n"
+      "Usage: dflash-bench-attention [--lengths=128,...] [--dtypes=bf16,fp16] [--json=out.jsonl]");
+  absl::ParseCommandLine(argc, argv);
+  dflash::ModelConfig config;  // DeBERTa-v3 positions.
+  config.relative_attention = true;
+  config.position_buckets = 256;
+  config.max_relative_positions = -1;
+  config.max_position_embeddings = 512;
+  const dflash::RelativePositionIndex index(config);
+  cublasHandle_t blas;
+  if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "cublasCreate failed\n");
+    return 1;
+  }
+  std::ofstream json_out;
+  if (!absl::GetFlag(FLAGS_json).empty()) json_out.open(absl::GetFlag(FLAGS_json));
+  const int tokens = absl::GetFlag(FLAGS_tokens);
+  std::printf("%-10s %6s %4s %5s %4s %5s %10s %8s %10s %9s\n", "shape", "L", "B", "heads", "d",
+              "dtype", "ms", "TFLOP/s", "relL2", "extraMiB");
+  auto emit = [&](const Row& row) {
+    std::printf("%-10s %6d %4d %5d %4d %5s %10.4f %8.1f %10.2e %9.1f\n", row.shape.c_str(),
+                row.length, row.batch, row.heads, row.head_dim, row.dtype.c_str(), row.ms,
+                row.tflops, row.rel_l2, row.extra_mib);
+    std::fflush(stdout);
+    if (json_out.is_open()) {
+      json_out << nlohmann::json{{"shape", row.shape},
+                                 {"L", row.length},
+                                 {"B", row.batch},
+                                 {"heads", row.heads},
+                                 {"head_dim", row.head_dim},
+                                 {"dtype", row.dtype},
+                                 {"ours_ms", row.ms},
+                                 {"tflops", row.tflops},
+                                 {"rel_l2_err_vs_fp32", row.rel_l2},
+                                 {"peak_extra_mib", row.extra_mib}}
+                      .dump()
+               << "\n";
+      json_out.flush();
+    }
+  };
+  for (const std::string& dtype_name :
+       std::vector<std::string>(absl::StrSplit(absl::GetFlag(FLAGS_dtypes), ','))) {
+    const DataType dtype = dtype_name == "fp16" ? DataType::kFloat16 : DataType::kBFloat16;
+    for (const std::string& d_text :
+         std::vector<std::string>(absl::StrSplit(absl::GetFlag(FLAGS_head_dims), ','))) {
+      const int head_dim = std::stoi(d_text);
+      const int heads = head_dim == 64 ? absl::GetFlag(FLAGS_heads) : 768 / head_dim;
+      for (const std::string& l_text :
+           std::vector<std::string>(absl::StrSplit(absl::GetFlag(FLAGS_lengths), ','))) {
+        const int length = std::stoi(l_text);
+        const int batch = std::max(1, tokens / length);
+        Row row = RunShape(std::vector<int>(static_cast<size_t>(batch), length), heads, head_dim,
+                           dtype, index, blas);
+        row.shape = "uniform";
+        emit(row);
+      }
+      if (absl::GetFlag(FLAGS_mnli_mix)) {
+        // MNLI-like pairs: premise ~ lognormal, hypothesis shorter; 10..200 tokens, mean ~44.
+        std::mt19937 random(44);
+        std::lognormal_distribution<double> length_of(std::log(40.0), 0.45);
+        std::vector<int> lengths;
+        int sum = 0;
+        while (sum < tokens) {
+          const int length = std::clamp(static_cast<int>(length_of(random)), 10, 200);
+          lengths.push_back(std::min(length, tokens - sum));
+          sum += lengths.back();
+        }
+        Row row = RunShape(lengths, heads, head_dim, dtype, index, blas);
+        row.shape = "mnli_mix";
+        emit(row);
+      }
+    }
+  }
+  cublasDestroy(blas);
+  return 0;
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# One device call's worth of kernel work (shared/GPU.md): the kernel tests, compute-sanitizer on a
+# small case, the benchmark and the SDPA ceiling, results joined into $OUT. Expects the carried
+# runtime folder from `scripts/collect-runtime.sh .carry build/bin/...`.
+#
+# Usage (on the GPU machine): bash bench/attention/run_on_gpu.sh
+set -uo pipefail
+export LD_LIBRARY_PATH="$PWD/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export PYTHONUNBUFFERED=1
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+
+echo "== kernel tests"
+.carry/bin/disentangled_attention_test 2>&1 | tee "$out/attention_test.log" | \
+  grep -E "^\[attention\]|FAILED|PASSED|Failure" | head -80
+
+echo "== compute-sanitizer (memcheck, racecheck) on small cases"
+for tool in memcheck racecheck; do
+  compute-sanitizer --tool "$tool" --error-exitcode 9 .carry/bin/disentangled_attention_test \
+    --gtest_filter='AttentionTest.SingleSequencesAndLengthOne:AttentionTest.PaddedLayoutEqualsPackedOnValidRows:AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/fp16_d32_p2c' \
+    > "$out/sanitizer_$tool.log" 2>&1
+  echo "$tool exit $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"
+done
+
+echo "== benchmark"
+command="dflash-bench-attention --dtypes=bf16,fp16 --head_dims=64 + --head_dims=32,128 (bf16); sdpa_bench.py (same shapes)"
+.carry/bin/dflash-bench-attention --dtypes=bf16,fp16 --head_dims=64 --json="$out/ours.jsonl"
+.carry/bin/dflash-bench-attention --dtypes=bf16 --head_dims=32,128 \
+  --lengths=128,512,2048,8192 --json="$out/ours_dims.jsonl"
+cat "$out/ours_dims.jsonl" >> "$out/ours.jsonl"
+python3 bench/attention/sdpa_bench.py --json "$out/sdpa.jsonl" --dtypes bf16,fp16 --head_dims 64
+python3 bench/attention/sdpa_bench.py --json "$out/sdpa_dims.jsonl" --dtypes bf16 --head_dims 32,128 \
+  --lengths 128,512,2048,8192
+cat "$out/sdpa_dims.jsonl" >> "$out/sdpa.jsonl"
+python3 bench/attention/make_results.py --ours "$out/ours.jsonl" --sdpa "$out/sdpa.jsonl" \
+  --gpu "$gpu" --command "bash bench/attention/run_on_gpu.sh ($command)" \
+  --out "$out/h200-attention.json"

@@ -1,0 +1,50 @@
+// Kernel-side parameters of the disentangled attention forward, derived on the host from an
+// AttentionProblem (disentangled_attention.cu).
+#pragma once
+
+#include <cstdint>
+
+namespace dflash::kernels {
+
+// Slots staged per band tile: a 64 x 64 tile spans 127 deltas, so at most 127 slots, plus up to
+// 7 for aligning the window start down to an 8-slot boundary: 134, rounded up to 136.
+inline constexpr int kSlotWindow = 136;
+inline constexpr int kTableSlack = kSlotWindow;
+
+template <typename Element>
+struct AttentionParams {
+  const Element* q;
+  const Element* k;
+  const Element* v;
+  int64_t q_row_stride;
+  int64_t k_row_stride;
+  int64_t v_row_stride;
+  Element* out;
+  int64_t out_row_stride;
+  // C2P / P2C tables [H, total_tokens, slot_stride] for slots slot_base .. slot_base + slots - 1
+  // (slot_stride: slots rounded up to 8, so every 8-slot group is a 16-byte aligned load), or
+  // null. Each table is followed by kTableSlack elements so window loads may run past its end.
+  const Element* c2p;
+  const Element* p2c;
+  int slots;
+  int slot_stride;
+  int slot_base;
+  // Sequences: cu_seqlens, or the padded layout (key_padding_mask != null).
+  const int32_t* cu_seqlens;
+  const uint8_t* key_padding_mask;
+  int padded_length;
+  int num_heads;
+  int total_tokens;
+  float scale_log2;  // scale * log2(e): scores live in the exp2 domain.
+  // idx(delta) over [-band, band] (device); saturation: every delta >= hi_threshold reads slot_hi,
+  // every delta <= lo_threshold reads slot_lo.
+  const int32_t* lut;
+  int band;
+  int lo_threshold;
+  int hi_threshold;
+  int slot_lo;
+  int slot_hi;
+  float* lse;
+};
+
+}  // namespace dflash::kernels

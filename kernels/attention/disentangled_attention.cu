@@ -1,0 +1,260 @@
+// Host side of the disentangled attention forward: validation, the slot range and saturation
+// thresholds of a batch, the C2P/P2C tables (one strided-batched cuBLAS GEMM each), and the
+// kernel launch for each dtype and head dimension.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/attention/attention_fp32_kernel.cuh"
+#include "kernels/attention/attention_fwd_kernel.cuh"
+#include "kernels/attention/disentangled_attention.h"
+
+namespace dflash::kernels {
+namespace {
+
+constexpr size_t kWorkspaceAlignment = 256;
+
+size_t AlignUp(size_t bytes) {
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+}
+
+size_t ElementBytes(DataType dtype) { return dtype == DataType::kFloat32 ? 4 : 2; }
+
+bool HasPositions(const AttentionProblem& p) {
+  return (p.pos_key != nullptr || p.pos_query != nullptr) && p.positions.host != nullptr &&
+         p.positions.device != nullptr && p.positions.span > 0;
+}
+
+int LongestSequence(const AttentionProblem& p) {
+  return p.key_padding_mask != nullptr ? p.padded_length : p.max_seqlen;
+}
+
+int TotalTokens(const AttentionProblem& p) {
+  return p.key_padding_mask != nullptr ? p.num_sequences * p.padded_length : p.total_tokens;
+}
+
+int LookUp(const RelativePositionTable& table, int64_t delta) {
+  delta = std::max(-table.band, std::min(table.band, delta));
+  return table.host[delta + table.band];
+}
+
+// Slots [first, first + count) that deltas of a sequence of `length` can reach (idx is
+// monotone); table rows hold them at a stride rounded up to 8 (16-byte aligned window loads).
+struct SlotRange {
+  int first = 0;
+  int count = 0;
+  int stride = 0;
+};
+
+SlotRange ActiveSlots(const AttentionProblem& p) {
+  const int length = LongestSequence(p);
+  const int first = LookUp(p.positions, -(length - 1));
+  const int last = LookUp(p.positions, length - 1);
+  const int count = last - first + 1;
+  return {first, count, (count + 7) / 8 * 8};
+}
+
+// Elements of one table: [H, T, stride] plus the slack that window loads may read past its end.
+size_t TableElements(const AttentionProblem& p) {
+  return static_cast<size_t>(p.num_heads) * TotalTokens(p) * ActiveSlots(p).stride + kTableSlack;
+}
+
+// Deltas from which the slot no longer changes: >= hi reads table[+band], <= lo table[-band].
+void SaturationThresholds(const RelativePositionTable& table, int* lo, int* hi) {
+  const int top = table.host[2 * table.band];
+  const int bottom = table.host[0];
+  int64_t delta = table.band;
+  while (delta > 0 && table.host[delta - 1 + table.band] == top) --delta;
+  *hi = static_cast<int>(delta);
+  delta = -table.band;
+  while (delta < 0 && table.host[delta + 1 + table.band] == bottom) ++delta;
+  *lo = static_cast<int>(delta);
+}
+
+bool Valid(const AttentionProblem& p) {
+  if (p.head_dim != 32 && p.head_dim != 64 && p.head_dim != 128) return false;
+  if (p.num_heads < 1 || p.num_sequences < 1 || p.q == nullptr || p.k == nullptr ||
+      p.v == nullptr || p.out == nullptr) {
+    return false;
+  }
+  if (p.key_padding_mask != nullptr) {
+    if (p.padded_length < 1) return false;
+  } else if (p.cu_seqlens == nullptr || p.max_seqlen < 1 || p.total_tokens < 1) {
+    return false;
+  }
+  if ((p.pos_key != nullptr || p.pos_query != nullptr) && !HasPositions(p)) return false;
+  // Vector loads need 16-byte aligned rows for the tensor-core path.
+  const int64_t align = 16 / static_cast<int64_t>(ElementBytes(p.dtype));
+  if (p.dtype != DataType::kFloat32 && (p.q_row_stride % align || p.k_row_stride % align ||
+                                        p.v_row_stride % align || p.out_row_stride % 2)) {
+    return false;
+  }
+  return true;
+}
+
+template <typename Element>
+cudaDataType_t CudaType();
+template <>
+cudaDataType_t CudaType<__half>() {
+  return CUDA_R_16F;
+}
+template <>
+cudaDataType_t CudaType<__nv_bfloat16>() {
+  return CUDA_R_16BF;
+}
+
+// table[h, t, s] = sum_c X[t, h*d + c] * Pos[(first + s), h*d + c]: C^T = Pos_win^T-op X in
+// cuBLAS's column-major terms, m = slots, n = tokens, k = d, batched over heads.
+template <typename Element>
+cublasStatus_t PositionTable(cublasHandle_t blas, const Element* x, int64_t x_row_stride,
+                             const Element* pos, int num_heads, int head_dim, int tokens,
+                             SlotRange slots, Element* table) {
+  const float one = 1.0f;
+  const float zero = 0.0f;
+  return cublasGemmStridedBatchedEx(
+      blas, CUBLAS_OP_T, CUBLAS_OP_N, slots.count, tokens, head_dim, &one,
+      pos + static_cast<int64_t>(slots.first) * num_heads * head_dim, CudaType<Element>(),
+      num_heads * head_dim, head_dim, x, CudaType<Element>(), static_cast<int>(x_row_stride),
+      head_dim, &zero, table, CudaType<Element>(), slots.stride,
+      static_cast<int64_t>(tokens) * slots.stride, num_heads, CUBLAS_COMPUTE_32F,
+      CUBLAS_GEMM_DEFAULT);
+}
+
+template <int kHeadDim, typename Element>
+cudaError_t LaunchTensorCore(const AttentionParams<Element>& params, int m_blocks,
+                             int num_sequences, cudaStream_t stream) {
+  using Traits = AttentionTraits<kHeadDim, Element>;
+  const auto kernel = DisentangledAttentionKernel<Traits>;
+  if (Traits::kSharedBytes > 48 * 1024) {
+    const cudaError_t error = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSharedBytes);
+    if (error != cudaSuccess) return error;
+  }
+  const dim3 grid(m_blocks, params.num_heads, num_sequences);
+  kernel<<<grid, Traits::kThreads, Traits::kSharedBytes, stream>>>(params);
+  return cudaGetLastError();
+}
+
+template <typename Element>
+cudaError_t ForwardHalf(const AttentionProblem& p, void* workspace, cublasHandle_t blas,
+                        cudaStream_t stream) {
+  AttentionParams<Element> params{};
+  params.q = static_cast<const Element*>(p.q);
+  params.k = static_cast<const Element*>(p.k);
+  params.v = static_cast<const Element*>(p.v);
+  params.q_row_stride = p.q_row_stride;
+  params.k_row_stride = p.k_row_stride;
+  params.v_row_stride = p.v_row_stride;
+  params.out = static_cast<Element*>(p.out);
+  params.out_row_stride = p.out_row_stride;
+  params.cu_seqlens = p.cu_seqlens;
+  params.key_padding_mask = p.key_padding_mask;
+  params.padded_length = p.padded_length;
+  params.num_heads = p.num_heads;
+  params.total_tokens = TotalTokens(p);
+  params.scale_log2 = p.scale * static_cast<float>(M_LOG2E);
+  params.lse = p.lse;
+  params.hi_threshold = INT32_MAX;
+  params.lo_threshold = INT32_MIN;
+  if (HasPositions(p)) {
+    const SlotRange slots = ActiveSlots(p);
+    params.slots = slots.count;
+    params.slot_stride = slots.stride;
+    params.slot_base = slots.first;
+    params.lut = p.positions.device;
+    params.band = static_cast<int>(p.positions.band);
+    SaturationThresholds(p.positions, &params.lo_threshold, &params.hi_threshold);
+    params.slot_lo = p.positions.host[0];
+    params.slot_hi = p.positions.host[2 * p.positions.band];
+    const size_t table_elements = TableElements(p);
+    Element* tables = static_cast<Element*>(workspace);
+    if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
+    if (p.pos_key != nullptr) {
+      params.c2p = tables;
+      if (PositionTable(blas, params.q, p.q_row_stride, static_cast<const Element*>(p.pos_key),
+                        p.num_heads, p.head_dim, params.total_tokens, slots,
+                        const_cast<Element*>(params.c2p)) != CUBLAS_STATUS_SUCCESS) {
+        return cudaErrorUnknown;
+      }
+    }
+    if (p.pos_query != nullptr) {
+      // After the C2P table when there is one (AttentionWorkspaceBytes sizes for what is used).
+      params.p2c =
+          tables +
+          (p.pos_key != nullptr ? AlignUp(table_elements * sizeof(Element)) / sizeof(Element) : 0);
+      if (PositionTable(blas, params.k, p.k_row_stride, static_cast<const Element*>(p.pos_query),
+                        p.num_heads, p.head_dim, params.total_tokens, slots,
+                        const_cast<Element*>(params.p2c)) != CUBLAS_STATUS_SUCCESS) {
+        return cudaErrorUnknown;
+      }
+    }
+  }
+  const int sequences = p.num_sequences;
+  const int m_blocks = (LongestSequence(p) + 63) / 64;
+  switch (p.head_dim) {
+    case 32:
+      return LaunchTensorCore<32, Element>(params, m_blocks, sequences, stream);
+    case 64:
+      return LaunchTensorCore<64, Element>(params, m_blocks, sequences, stream);
+    case 128:
+      return LaunchTensorCore<128, Element>(params, m_blocks, sequences, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t ForwardFloat32(const AttentionProblem& p, cudaStream_t stream) {
+  AttentionParams<float> params{};
+  params.q = static_cast<const float*>(p.q);
+  params.k = static_cast<const float*>(p.k);
+  params.v = static_cast<const float*>(p.v);
+  params.q_row_stride = p.q_row_stride;
+  params.k_row_stride = p.k_row_stride;
+  params.v_row_stride = p.v_row_stride;
+  params.out = static_cast<float*>(p.out);
+  params.out_row_stride = p.out_row_stride;
+  params.cu_seqlens = p.cu_seqlens;
+  params.key_padding_mask = p.key_padding_mask;
+  params.padded_length = p.padded_length;
+  params.num_heads = p.num_heads;
+  params.total_tokens = TotalTokens(p);
+  params.scale_log2 = p.scale;  // The strict kernel uses expf: plain scale.
+  params.lse = p.lse;
+  Fp32PositionInputs positions{nullptr, nullptr, p.num_sequences};
+  if (HasPositions(p)) {
+    params.lut = p.positions.device;
+    params.band = static_cast<int>(p.positions.band);
+    positions.pos_key = static_cast<const float*>(p.pos_key);
+    positions.pos_query = static_cast<const float*>(p.pos_query);
+  }
+  const dim3 grid(params.total_tokens, p.num_heads);
+  const size_t shared = (2 * p.head_dim + 128 + 8) * sizeof(float);
+  DisentangledAttentionFp32Kernel<<<grid, 128, shared, stream>>>(params, positions, p.head_dim);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+size_t AttentionWorkspaceBytes(const AttentionProblem& problem) {
+  if (problem.dtype == DataType::kFloat32 || !HasPositions(problem)) return 0;
+  const size_t table = AlignUp(TableElements(problem) * ElementBytes(problem.dtype));
+  return (problem.pos_key != nullptr ? table : 0) + (problem.pos_query != nullptr ? table : 0);
+}
+
+cudaError_t DisentangledAttentionForward(const AttentionProblem& problem, void* workspace,
+                                         cublasHandle_t blas, cudaStream_t stream) {
+  if (!Valid(problem)) return cudaErrorInvalidValue;
+  switch (problem.dtype) {
+    case DataType::kFloat16:
+      return ForwardHalf<__half>(problem, workspace, blas, stream);
+    case DataType::kBFloat16:
+      return ForwardHalf<__nv_bfloat16>(problem, workspace, blas, stream);
+    case DataType::kFloat32:
+      return ForwardFloat32(problem, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace dflash::kernels

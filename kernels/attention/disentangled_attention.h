@@ -1,0 +1,83 @@
+// Fused disentangled self-attention forward (DeBERTa-v2/v3) for packed variable-length batches.
+//
+// For every sequence b of the batch (tokens cu_seqlens[b] .. cu_seqlens[b+1]), head h, and local
+// query / key positions i, j (delta = i - j):
+//   S[i,j] = (Q_i . K_j + [c2p] Q_i . PosK[idx(delta)] + [p2c] K_j . PosQ[idx(delta)]) * scale
+//   P[i,:] = softmax_j S[i,:] over the keys of the same sequence,   O_i = sum_j P[i,j] V_j
+// with Q, K, V, O: [total_tokens, H, d] strided views (row stride in elements, head stride d);
+// PosK, PosQ: [2k, H, d] per-layer projections of the relative embeddings; idx: the clamped
+// log-bucket slot table over delta in [-band, band], constant beyond (engine/model/
+// relative_position.h builds it). scale = 1 / sqrt(d * (1 + #types)).
+//
+// The [B, H, L, L] score matrix is never built. The position terms come from per-token tables
+//   C2P[h, t, s] = Q_t . PosK[s],  P2C[h, t, s] = K_t . PosQ[s]   ([H, total_tokens, slots])
+// made by one batched GEMM each over the slots the longest sequence can reach; inside the kernel,
+// key tiles whose deltas all lie beyond the saturation thresholds read one slot per row and one
+// per column instead of gathering per element (shared/KERNELS.md section 2.8).
+//
+// This header needs only the CUDA runtime API: kernels/ builds with the CUDA toolkit alone.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace dflash::kernels {
+
+enum class DataType { kFloat16, kBFloat16, kFloat32 };
+
+// The relative-position slot table idx(delta) for delta in [-band, band] at [delta + band]; every
+// |delta| > band maps to the value at +-band. The same table in host memory (to plan slot ranges
+// and saturation thresholds) and in device memory (read by the kernel), uploaded once per model.
+struct RelativePositionTable {
+  const int32_t* host = nullptr;
+  const int32_t* device = nullptr;
+  int64_t band = 0;
+  int span = 0;  // k: slots are 0 .. 2k - 1.
+};
+
+struct AttentionProblem {
+  DataType dtype = DataType::kFloat16;
+  int num_heads = 0;
+  int head_dim = 0;  // 32, 64 or 128.
+  // Device pointers. q/k/v/out rows are tokens; head h starts at column h * head_dim.
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t q_row_stride = 0;  // In elements.
+  int64_t k_row_stride = 0;
+  int64_t v_row_stride = 0;
+  void* out = nullptr;
+  int64_t out_row_stride = 0;
+  // [2k, H * d] in the same dtype; null disables that term.
+  const void* pos_key = nullptr;    // c2p
+  const void* pos_query = nullptr;  // p2c
+  // Packed layout: cu_seqlens (device, int32 [num_sequences + 1]) and the longest length.
+  const int32_t* cu_seqlens = nullptr;
+  int num_sequences = 0;
+  int max_seqlen = 0;
+  int total_tokens = 0;
+  // Padded layout instead: when key_padding_mask is set, sequence b occupies rows
+  // [b * padded_length, (b + 1) * padded_length) and mask[b * padded_length + j] == 0 removes key j
+  // (cu_seqlens is then ignored). Query rows are computed for every position; a row whose keys are
+  // all masked is written as zeros.
+  const uint8_t* key_padding_mask = nullptr;
+  int padded_length = 0;
+  float scale = 0.0f;
+  RelativePositionTable positions;
+  // Optional natural-log log-sum-exp of each row's scores, float [H, total_tokens].
+  float* lse = nullptr;
+};
+
+// Device scratch for the C2P/P2C tables: bytes needed for a problem (0 when no position term).
+size_t AttentionWorkspaceBytes(const AttentionProblem& problem);
+
+// Runs the forward on `stream`. `workspace` must hold AttentionWorkspaceBytes(problem) bytes and
+// be 256-byte aligned; `blas` (bound to `stream` by this call) computes the C2P/P2C tables.
+// Returns cudaErrorInvalidValue for unsupported shapes and cudaErrorUnknown when cuBLAS fails.
+cudaError_t DisentangledAttentionForward(const AttentionProblem& problem, void* workspace,
+                                         cublasHandle_t blas, cudaStream_t stream);
+
+}  // namespace dflash::kernels

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Runs every test of the project, in this order:
+#   1. clang-format check of all C++/CUDA sources;
+#   2. the main build (GCC, CUDA compiled where the toolkit exists) and its CTest suite: unit,
+#      golden-parity and engine tests; GPU tests skip with a visible message without a GPU;
+#   3. an AddressSanitizer + UndefinedBehaviorSanitizer build and its CTest suite;
+#   4. the libFuzzer targets (clang) for DFLASH_FUZZ_SECONDS each (default 30).
+# Usage: scripts/test.sh            (after scripts/install-deps.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+fuzz_seconds=${DFLASH_FUZZ_SECONDS:-30}
+summary=()
+total_passed=0
+total_failed=0
+total_skipped=0
+
+run_suite() {  # run_suite <name> <build-dir> <ctest args...>
+  local name=$1 dir=$2
+  shift 2
+  local log
+  log=$(mktemp)
+  if ctest --test-dir "$dir" --output-on-failure -j "$jobs" "$@" 2>&1 | tee "$log"; then
+    local line failed total skipped
+    line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1)
+    failed=$(sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/' <<<"$line")
+    total=$(sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2/' <<<"$line")
+    # CTest counts a skipped test (a GPU test without a GPU) as passed; count it apart.
+    skipped=$(grep -cE '\(Skipped\)$' "$log" || true)
+    total_passed=$((total_passed + total - failed - skipped))
+    total_failed=$((total_failed + failed))
+    total_skipped=$((total_skipped + skipped))
+    summary+=("$name: $line ($skipped skipped)")
+    rm -f "$log"
+  else
+    summary+=("$name: FAILED")
+    rm -f "$log"
+    printf '%s\n' "${summary[@]}"
+    exit 1
+  fi
+}
+
+echo "== 1/4 format"
+scripts/check-format.sh
+
+echo "== 2/4 main build and tests"
+cmake -S . -B build -G Ninja >/dev/null
+cmake --build build -j "$jobs"
+run_suite "main" build
+
+echo "== 3/4 ASan/UBSan build and tests"
+cmake -S . -B build-asan -G Ninja -DDFLASH_SANITIZE=address,undefined -DDFLASH_CUDA=OFF \
+  -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build build-asan -j "$jobs"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
+run_suite "asan+ubsan" build-asan
+unset ASAN_OPTIONS UBSAN_OPTIONS
+
+echo "== 4/4 fuzzing (${fuzz_seconds}s per target)"
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
+  -DDFLASH_FUZZ=ON -DDFLASH_CUDA=OFF -DDFLASH_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
+cmake --build build-fuzz -j "$jobs" --target safetensors_header_fuzz model_config_fuzz
+run_suite "fuzz" build-fuzz -L fuzz
+
+echo "== summary"
+printf '%s\n' "${summary[@]}"
+echo "${total_passed} passed, ${total_failed} failed, ${total_skipped} skipped"

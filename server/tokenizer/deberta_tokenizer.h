@@ -1,0 +1,157 @@
+// DeBERTa-v2/v3 tokenizer: spm.model + the tokenizer files of a checkpoint directory -> model
+// input ids.
+//
+// Semantics: sentencepiece / transformers-4, as DEBERTA.md 4.2 and 4.5 recommend, because that is
+// what the models were pretrained and fine-tuned with:
+//   1. added and special tokens are cut out of the raw text first (exact, case-sensitive,
+//      leftmost-longest; user text containing "[SEP]" becomes the real SEP id, as in transformers);
+//   2. each remaining chunk is lower-cased like Python's str.lower() when do_lower_case;
+//   3. with split_by_punct every punctuation character becomes a piece of its own;
+//   4. each chunk or piece is encoded by libsentencepiece on its own (nmt_nfkc normalization,
+//      whitespace trimmed and collapsed, its own dummy-prefix "▁", Unigram Viterbi, consecutive
+//      unknown characters merged into one [UNK]);
+//   5. template [CLS] A [SEP] or [CLS] A [SEP] B [SEP], token types 0 for [CLS] A [SEP] and 1 for
+//      B [SEP], with the truncation rules of the Rust tokenizers (truncation.h).
+//
+// Known differences from transformers 5.17's DebertaV2Tokenizer (tokenizers backend), all
+// recorded and flagged ("hf5_differs") in tests/golden/tokenizer:
+// - it replaces sentencepiece's nmt_nfkc normalization by "\s{2,}|[\n\r\t] -> space, NFC,
+//   strip right", so text that is not NFKC-stable (full-width letters, ligatures, NBSP, U+2003,
+//   U+3000, zero-width space, U+2028, "½ № ™", circled or Roman numerals, Kelvin/Ohm/Angstrom
+//   signs, long s, DŽ-style digraphs, some combining sequences) can tokenize differently; there it
+//   tends to emit [UNK] or raw pieces where sentencepiece maps to ASCII or compatibility forms;
+// - with split_by_punct, whitespace between two punctuation characters becomes an extra "▁";
+// - an empty second text ("") is dropped there (Python truthiness), giving [CLS] A [SEP]; here a
+//   pair is always [CLS] A [SEP] B [SEP];
+// - a truncation max_length below the special-token count is silently ignored there and an error
+//   here (truncation.h).
+// ASCII/NFC text, whitespace, CJK, emoji, casing, special tokens and truncation agree. Token
+// offsets follow sentencepiece's alignment (the space before a word belongs to its token), not
+// transformers' offset_mapping.
+//
+// Thread safety: a loaded DebertaTokenizer is immutable; every const method may run concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/tokenizer/pretokenizer.h"
+#include "server/tokenizer/sentencepiece_model.h"
+#include "server/tokenizer/tokenizer_config.h"
+#include "server/tokenizer/truncation.h"
+
+namespace dflash {
+
+struct TokenizerOptions {
+  // Longest text accepted, in UTF-8 bytes, checked before any other work; at most 1 GiB. 1 MiB
+  // is far beyond DeBERTa's 512-token window (2-3 KB of English) yet bounds the cost of one
+  // text: about 0.1 s of one core for prose and 0.6 s for the worst case measured (1 MiB of
+  // punctuation with split_by_punct, 2M tokens) on the development machine.
+  size_t max_input_bytes = size_t{1} << 20;
+};
+
+// Where a token of an Encoding comes from.
+enum class TokenSource : uint8_t {
+  kTemplate,  // [CLS] or [SEP] added by the template.
+  kFirst,     // Text A (including added tokens written in A).
+  kSecond,    // Text B.
+};
+
+// A byte range [begin, end) of the input text a token came from. Sentencepiece attaches the
+// whitespace before a word to that word's token; a standalone "▁" and template tokens are empty.
+struct ByteSpan {
+  uint32_t begin = 0;
+  uint32_t end = 0;
+  friend bool operator==(const ByteSpan&, const ByteSpan&) = default;
+};
+
+// The content tokens of one text, without [CLS]/[SEP]: the unit that Assemble combines. A rerank
+// query can be tokenized once and paired with many passages.
+struct TextTokens {
+  std::vector<int32_t> ids;
+  std::vector<ByteSpan> offsets;  // Into the text, one per id.
+};
+
+struct Encoding {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> token_type_ids;       // 0 for [CLS] A [SEP], 1 for B [SEP].
+  std::vector<uint8_t> special_tokens_mask;  // 1 for template tokens only, as in transformers.
+  std::vector<TokenSource> sources;
+  std::vector<ByteSpan> offsets;  // Into the text the token came from.
+  // Content tokens of A and B before truncation, and whether truncation removed any.
+  size_t first_tokens_before_truncation = 0;
+  size_t second_tokens_before_truncation = 0;
+  bool truncated = false;
+};
+
+class DebertaTokenizer {
+ public:
+  // Loads spm.model and the optional tokenizer files (tokenizer_config.h) from `model_dir`. Ids:
+  // a token the files give an id keeps it; otherwise a token that is a sentencepiece piece takes
+  // the piece id ([PAD] [CLS] [SEP] [UNK] = 0..3 in DeBERTa's layout); the remaining special
+  // tokens get piece_count, piece_count + 1, ... ([MASK] first, then the additional ones in file
+  // order), as transformers assigns them.
+  static absl::StatusOr<std::unique_ptr<DebertaTokenizer>> Load(
+      const std::filesystem::path& model_dir, const TokenizerOptions& options = {});
+
+  // Tokenizes one text (or a pair) into model input. INVALID_ARGUMENT for invalid UTF-8, a text
+  // longer than max_input_bytes, or truncation options that cannot be met.
+  absl::StatusOr<Encoding> Encode(absl::string_view text, std::optional<absl::string_view> pair,
+                                  const TruncationOptions& truncation) const;
+
+  // Steps 1-4 for one text: its content tokens, offsets into `text`.
+  absl::StatusOr<TextTokens> EncodeText(absl::string_view text) const;
+  // Step 5: the template and truncation around one or two tokenized texts (`second` may be null).
+  absl::StatusOr<Encoding> Assemble(const TextTokens& first, const TextTokens* second,
+                                    const TruncationOptions& truncation) const;
+
+  // Longest-first truncation to model_max_length on the configured side when the checkpoint sets
+  // a length limit; no truncation otherwise.
+  TruncationOptions DefaultTruncation() const;
+
+  int32_t cls_id() const { return cls_id_; }
+  int32_t sep_id() const { return sep_id_; }
+  int32_t pad_id() const { return pad_id_; }
+  int32_t unk_id() const { return unk_id_; }
+  int32_t mask_id() const { return mask_id_; }
+  // Sentencepiece pieces plus added tokens: one more than the largest id this tokenizer emits.
+  int32_t vocab_size() const { return vocab_size_; }
+  int32_t piece_count() const { return model_->piece_count(); }
+  const TokenizerConfig& config() const { return config_; }
+  // The piece or added token of `id`; empty for an id outside the vocabulary.
+  absl::string_view TokenText(int32_t id) const;
+
+ private:
+  DebertaTokenizer() = default;
+
+  // INVALID_ARGUMENT, naming `what` ("text", "second text"), for a text over max_input_bytes.
+  absl::Status CheckSize(absl::string_view text, absl::string_view what) const;
+  absl::StatusOr<TextTokens> EncodeCheckedText(absl::string_view text,
+                                               absl::string_view what) const;
+  absl::Status EncodePlainChunk(absl::string_view text, size_t chunk_begin, size_t chunk_end,
+                                TextTokens* out) const;
+  absl::Status EncodeWithSentencePiece(absl::string_view piece, size_t piece_offset,
+                                       std::vector<int32_t>* ids,
+                                       std::vector<ByteSpan>* offsets) const;
+
+  TokenizerOptions options_;
+  TokenizerConfig config_;
+  std::unique_ptr<SentencePieceModel> model_;
+  std::unique_ptr<AddedTokenMatcher> added_tokens_;
+  std::vector<AddedTokenMatcher::Token> added_token_list_;  // Sorted by id, for TokenText.
+  int32_t cls_id_ = 1;
+  int32_t sep_id_ = 2;
+  int32_t pad_id_ = 0;
+  int32_t unk_id_ = 3;
+  int32_t mask_id_ = 0;
+  int32_t vocab_size_ = 0;
+};
+
+}  // namespace dflash

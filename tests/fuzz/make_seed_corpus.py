@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets into corpus/<target>/ (standard library only).
+
+Run from anywhere: python3 tests/fuzz/make_seed_corpus.py. The output is committed; rerun it
+only to change the seeds.
+"""
+import json
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def safetensors(tensors, metadata=None, pad=True, data_extra=b""):
+    """tensors: list of (name, dtype, shape, raw bytes), laid out in order."""
+    header = {}
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    data = b""
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode()
+    if pad:
+        text += b" " * ((8 - len(text) % 8) % 8)
+    return struct.pack("<Q", len(text)) + text + data + data_extra
+
+
+def raw_header(text, data=b""):
+    text = text.encode() if isinstance(text, str) else text
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def f32(*values):
+    return struct.pack("<%df" % len(values), *values)
+
+
+def write(target, name, content):
+    directory = os.path.join(HERE, "corpus", target)
+    os.makedirs(directory, exist_ok=True)
+    mode = "wb" if isinstance(content, bytes) else "w"
+    with open(os.path.join(directory, name), mode) as out:
+        out.write(content)
+
+
+def safetensors_seeds():
+    t = "safetensors_header_fuzz"
+    write(t, "valid_f32.safetensors", safetensors(
+        [("a", "F32", [2, 3], f32(1, 2, 3, 4, 5, 6)), ("b", "F32", [2], f32(7, 8))],
+        metadata={"format": "pt"}))
+    write(t, "valid_mixed_dtypes.safetensors", safetensors([
+        ("bf16", "BF16", [2], struct.pack("<2H", 0x3F80, 0xC020)),
+        ("f16", "F16", [3], struct.pack("<3H", 0x3C00, 0x0001, 0x7BFF)),
+        ("f64", "F64", [1], struct.pack("<d", 0.1)),
+        ("i64", "I64", [2], struct.pack("<2q", -1, 2**62)),
+        ("scalar", "F32", [], f32(42.5)),
+        ("empty", "F32", [0, 4], b""),
+        ("u8", "U8", [3], b"\x00\x80\xff"),
+        ("bool", "BOOL", [1], b"\x01"),
+    ]))
+    write(t, "valid_tiny_deberta.safetensors", safetensors([
+        ("deberta.embeddings.word_embeddings.weight", "F32", [4, 2], f32(*range(8))),
+        ("deberta.embeddings.LayerNorm.gamma", "F32", [2], f32(1, 1)),
+        ("deberta.embeddings.LayerNorm.beta", "F32", [2], f32(0, 0)),
+        ("deberta.encoder.rel_embeddings.weight", "F16", [4, 2], struct.pack("<8H", *range(8))),
+        ("classifier.weight", "F32", [1, 2], f32(0.5, -0.5)),
+        ("classifier.bias", "F32", [1], f32(0)),
+    ], metadata={"format": "pt"}))
+    write(t, "valid_unpadded_unsorted.safetensors", raw_header(
+        '{"z":{"dtype":"I32","shape":[1],"data_offsets":[4,8]},'
+        '"a":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}}', b"\x01\x00\x00\x00\x02\x00\x00\x00"))
+    write(t, "empty_header.safetensors", raw_header("{}"))
+    write(t, "invalid_overlap.safetensors", raw_header(
+        '{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},'
+        '"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}}', bytes(16)))
+    write(t, "invalid_truncated.safetensors", safetensors(
+        [("w", "F32", [4], f32(1, 2, 3, 4))])[:-5])
+    write(t, "invalid_header_past_end.safetensors", struct.pack("<Q", 1000) + b"{}")
+    write(t, "invalid_shape_overflow.safetensors", raw_header(
+        '{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,16]}}', bytes(16)))
+    write(t, "invalid_size_mismatch.safetensors", raw_header(
+        '{"w":{"dtype":"F16","shape":[3],"data_offsets":[0,8]}}', bytes(8)))
+    write(t, "invalid_metadata.safetensors", raw_header('{"__metadata__":{"format":1}}'))
+    write(t, "invalid_duplicate.safetensors", raw_header(
+        '{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+        '"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}}', b"\x01\x02"))
+    write(t, "invalid_short.safetensors", b"\x02\x00\x00")
+
+
+def config_seeds():
+    t = "model_config_fuzz"
+    v3_base = {
+        "model_type": "deberta-v2", "attention_probs_dropout_prob": 0.1, "hidden_act": "gelu",
+        "hidden_dropout_prob": 0.1, "hidden_size": 768, "initializer_range": 0.02,
+        "intermediate_size": 3072, "max_position_embeddings": 512, "relative_attention": True,
+        "position_buckets": 256, "norm_rel_ebd": "layer_norm", "share_att_key": True,
+        "pos_att_type": "p2c|c2p", "layer_norm_eps": 1e-7, "max_relative_positions": -1,
+        "position_biased_input": False, "num_attention_heads": 12, "num_hidden_layers": 12,
+        "type_vocab_size": 0, "vocab_size": 128100}
+    write(t, "deberta_v3_base.json", json.dumps(v3_base, indent=2))
+    classifier = dict(v3_base, architectures=["DebertaV2ForSequenceClassification"],
+                      id2label={"0": "contradiction", "1": "entailment", "2": "neutral"},
+                      label2id={"contradiction": 0, "entailment": 1, "neutral": 2},
+                      problem_type="single_label_classification", torch_dtype="float32")
+    write(t, "nli_classifier.json", json.dumps(classifier, indent=2))
+    write(t, "token_classifier.json", json.dumps(dict(
+        v3_base, architectures=["DebertaV2ForTokenClassification"], num_labels=5)))
+    write(t, "v2_xlarge_conv.json", json.dumps({
+        "model_type": "deberta-v2", "attention_head_size": 64, "conv_act": "gelu",
+        "conv_kernel_size": 3, "hidden_act": "gelu", "hidden_size": 1536,
+        "intermediate_size": 6144, "max_position_embeddings": 512, "max_relative_positions": -1,
+        "norm_rel_ebd": "layer_norm", "num_attention_heads": 24, "num_hidden_layers": 24,
+        "pad_token_id": 0, "pooler_hidden_act": "gelu", "pooler_hidden_size": 1536,
+        "pos_att_type": ["p2c", "c2p"], "position_biased_input": False, "position_buckets": 256,
+        "relative_attention": True, "share_att_key": True, "type_vocab_size": 0,
+        "vocab_size": 128100}, indent=2))
+    write(t, "legacy_unshared.json", json.dumps({
+        "model_type": "deberta-v2", "hidden_size": 64, "num_attention_heads": 4,
+        "num_hidden_layers": 2, "intermediate_size": 128, "embedding_size": 48,
+        "relative_attention": True, "max_relative_positions": 32, "pos_att_type": "c2p|p2c",
+        "type_vocab_size": 2, "position_biased_input": True, "vocab_size": 1000}))
+    write(t, "tiny_buckets.json", json.dumps({
+        "model_type": "deberta-v2", "architectures": ["DebertaV2ForSequenceClassification"],
+        "vocab_size": 50, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "intermediate_size": 16, "relative_attention": True, "position_buckets": 4,
+        "max_relative_positions": 8, "pos_att_type": ["p2c", "c2p"], "share_att_key": True,
+        "norm_rel_ebd": "layer_norm", "position_biased_input": False,
+        "id2label": {"0": "NEG", "1": "POS"}}))
+    write(t, "defaults_only.json", '{"model_type": "deberta-v2"}')
+    write(t, "invalid_bert.json", '{"model_type": "bert", "hidden_size": 768}')
+    write(t, "invalid_types.json", '{"model_type": "deberta-v2", "hidden_size": "768"}')
+    write(t, "invalid_buckets.json", json.dumps({
+        "model_type": "deberta-v2", "relative_attention": True, "position_buckets": 256,
+        "max_relative_positions": 129}))
+    write(t, "invalid_labels.json", '{"model_type": "deberta-v2", "id2label": {"0": "a", "2": "c"}}')
+    write(t, "invalid_syntax.json", '{"model_type": "deberta-v2",\n "hidden_size": }')
+    write(t, "invalid_duplicate_key.json", '{"model_type": "deberta-v2", "a": {"b": 1, "b": 2}}')
+
+
+if __name__ == "__main__":
+    safetensors_seeds()
+    config_seeds()

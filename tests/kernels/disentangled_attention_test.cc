@@ -1,0 +1,485 @@
+// The fused disentangled-attention kernel against a float64 host reference of
+//   S[i,j] = (Q_i.K_j + Q_i.PosK[idx(i-j)] + K_j.PosQ[idx(i-j)]) * scale, softmax_j, O = P V
+// (and, for the longest sequences, against the strict float32 GPU path, itself checked against
+// float64 here). Inputs are drawn fresh per case, outputs are poisoned (NaN) before every run and
+// checked fully written. GPU cases skip with a message where no GPU exists; the host-side checks
+// (argument validation, workspace sizing) run everywhere.
+#include "kernels/attention/disentangled_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "engine/model/model_config.h"
+#include "engine/model/relative_position.h"
+#include "gtest/gtest.h"
+#include "kernels/attention/attention_params.h"
+#include "tests/kernels/cuda_test_support.h"
+
+namespace dflash {
+namespace {
+
+using kernels::DataType;
+
+enum class Positions { kNone, kC2P, kP2C, kBoth };
+
+const char* Name(DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat16:
+      return "fp16";
+    case DataType::kBFloat16:
+      return "bf16";
+    case DataType::kFloat32:
+      return "fp32";
+  }
+  return "?";
+}
+
+const char* Name(Positions positions) {
+  switch (positions) {
+    case Positions::kNone:
+      return "none";
+    case Positions::kC2P:
+      return "c2p";
+    case Positions::kP2C:
+      return "p2c";
+    case Positions::kBoth:
+      return "c2p+p2c";
+  }
+  return "?";
+}
+
+// DeBERTa-v3 position settings: 256 buckets, max_relative_positions 512 (span k = 256).
+ModelConfig V3Positions(bool log_buckets) {
+  ModelConfig config;
+  config.relative_attention = true;
+  config.position_buckets = log_buckets ? 256 : -1;
+  config.max_relative_positions = log_buckets ? -1 : 64;
+  config.max_position_embeddings = 512;
+  return config;
+}
+
+// One randomly drawn problem in the service's layout: a fused QKV buffer [T, 3*H*d] whose Q, K
+// and V are strided views, PosK/PosQ [2k, H*d].
+struct Case {
+  DataType dtype = DataType::kBFloat16;
+  int heads = 2;
+  int head_dim = 64;
+  Positions positions = Positions::kBoth;
+  std::vector<int> lengths;
+  bool log_buckets = true;
+  uint32_t seed = 1;
+};
+
+struct HostProblem {
+  Case spec;
+  RelativePositionIndex index;
+  int total = 0;
+  int span = 0;
+  std::vector<int32_t> cu_seqlens;
+  std::vector<float> qkv;  // Rounded to the dtype: what the kernel sees.
+  std::vector<float> pos_key;
+  std::vector<float> pos_query;
+  float scale = 0.0f;
+
+  explicit HostProblem(const Case& c) : spec(c), index(V3Positions(c.log_buckets)) {
+    std::mt19937 random(c.seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    cu_seqlens.push_back(0);
+    for (int length : c.lengths) cu_seqlens.push_back(cu_seqlens.back() + length);
+    total = cu_seqlens.back();
+    span = index.span();
+    const int width = c.heads * c.head_dim;
+    qkv.resize(static_cast<size_t>(total) * 3 * width);
+    for (float& x : qkv) x = normal(random);
+    qkv = test::RoundTo(qkv, c.dtype);
+    pos_key.resize(static_cast<size_t>(2 * span) * width);
+    pos_query.resize(pos_key.size());
+    for (float& x : pos_key) x = normal(random);
+    for (float& x : pos_query) x = normal(random);
+    pos_key = test::RoundTo(pos_key, c.dtype);
+    pos_query = test::RoundTo(pos_query, c.dtype);
+    const int types =
+        (c.positions == Positions::kBoth) ? 2 : (c.positions == Positions::kNone ? 0 : 1);
+    scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim) * static_cast<float>(1 + types));
+  }
+
+  bool use_c2p() const {
+    return spec.positions == Positions::kC2P || spec.positions == Positions::kBoth;
+  }
+  bool use_p2c() const {
+    return spec.positions == Positions::kP2C || spec.positions == Positions::kBoth;
+  }
+
+  // float64 reference O [T, H*d] and LSE [H, T].
+  void Reference(std::vector<double>* out, std::vector<double>* lse) const {
+    const int d = spec.head_dim;
+    const int width = spec.heads * d;
+    out->assign(static_cast<size_t>(total) * width, 0.0);
+    lse->assign(static_cast<size_t>(spec.heads) * total, 0.0);
+    auto work = [&](int s, int h) {
+      const int start = cu_seqlens[s];
+      const int length = cu_seqlens[s + 1] - start;
+      std::vector<double> scores(static_cast<size_t>(length));
+      for (int i = 0; i < length; ++i) {
+        const float* q = &qkv[static_cast<size_t>(start + i) * 3 * width + h * d];
+        double max = -INFINITY;
+        for (int j = 0; j < length; ++j) {
+          const float* k = &qkv[static_cast<size_t>(start + j) * 3 * width + width + h * d];
+          const int slot = index(i - j);
+          const float* pk = &pos_key[static_cast<size_t>(slot) * width + h * d];
+          const float* pq = &pos_query[static_cast<size_t>(slot) * width + h * d];
+          double score = 0.0;
+          for (int c = 0; c < d; ++c) {
+            score += static_cast<double>(q[c]) * k[c];
+            if (use_c2p()) score += static_cast<double>(q[c]) * pk[c];
+            if (use_p2c()) score += static_cast<double>(k[c]) * pq[c];
+          }
+          scores[j] = score * scale;
+          max = std::max(max, scores[j]);
+        }
+        double sum = 0.0;
+        for (double& score : scores) {
+          score = std::exp(score - max);
+          sum += score;
+        }
+        double* o = &(*out)[static_cast<size_t>(start + i) * width + h * d];
+        for (int j = 0; j < length; ++j) {
+          const float* v = &qkv[static_cast<size_t>(start + j) * 3 * width + 2 * width + h * d];
+          for (int c = 0; c < d; ++c) o[c] += scores[j] / sum * v[c];
+        }
+        (*lse)[static_cast<size_t>(h) * total + start + i] = max + std::log(sum);
+      }
+    };
+    std::vector<std::function<void()>> jobs;
+    for (int s = 0; s + 1 < static_cast<int>(cu_seqlens.size()); ++s) {
+      for (int h = 0; h < spec.heads; ++h) jobs.push_back([&, s, h] { work(s, h); });
+    }
+    // Longest first, spread over the host's cores.
+    const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+    std::vector<std::thread> pool;
+    std::atomic<size_t> next{0};
+    for (unsigned t = 0; t < threads; ++t) {
+      pool.emplace_back([&] {
+        for (size_t job = next++; job < jobs.size(); job = next++) jobs[job]();
+      });
+    }
+    for (std::thread& thread : pool) thread.join();
+  }
+};
+
+// Device copies of a HostProblem and one kernel run.
+class DeviceProblem {
+ public:
+  explicit DeviceProblem(const HostProblem& host) : host_(host) {}
+
+  void Upload() {
+    const DataType dtype = host_.spec.dtype;
+    const std::vector<uint8_t> qkv = test::Encode(host_.qkv, dtype);
+    qkv_ = test::DeviceBuffer(qkv.size());
+    ASSERT_NE(qkv_.get(), nullptr);
+    DFLASH_CUDA_OK(cudaMemcpy(qkv_.get(), qkv.data(), qkv.size(), cudaMemcpyHostToDevice));
+    const std::vector<uint8_t> pk = test::Encode(host_.pos_key, dtype);
+    const std::vector<uint8_t> pq = test::Encode(host_.pos_query, dtype);
+    pos_key_ = test::DeviceBuffer(pk.size());
+    pos_query_ = test::DeviceBuffer(pq.size());
+    DFLASH_CUDA_OK(cudaMemcpy(pos_key_.get(), pk.data(), pk.size(), cudaMemcpyHostToDevice));
+    DFLASH_CUDA_OK(cudaMemcpy(pos_query_.get(), pq.data(), pq.size(), cudaMemcpyHostToDevice));
+    const std::vector<int32_t>& table = host_.index.table();
+    lut_ = test::DeviceBuffer(table.size() * 4);
+    DFLASH_CUDA_OK(cudaMemcpy(lut_.get(), table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+    cu_ = test::DeviceBuffer(host_.cu_seqlens.size() * 4);
+    DFLASH_CUDA_OK(cudaMemcpy(cu_.get(), host_.cu_seqlens.data(), host_.cu_seqlens.size() * 4,
+                              cudaMemcpyHostToDevice));
+    const size_t width = static_cast<size_t>(host_.spec.heads) * host_.spec.head_dim;
+    out_ = test::DeviceBuffer(host_.total * width * test::ElementSize(dtype));
+    lse_ = test::DeviceBuffer(static_cast<size_t>(host_.spec.heads) * host_.total * 4);
+  }
+
+  kernels::AttentionProblem Problem() const {
+    const Case& c = host_.spec;
+    const int width = c.heads * c.head_dim;
+    const size_t element = test::ElementSize(c.dtype);
+    kernels::AttentionProblem p;
+    p.dtype = c.dtype;
+    p.num_heads = c.heads;
+    p.head_dim = c.head_dim;
+    p.q = qkv_.get();
+    p.k = static_cast<const uint8_t*>(qkv_.get()) + width * element;
+    p.v = static_cast<const uint8_t*>(qkv_.get()) + 2 * width * element;
+    p.q_row_stride = p.k_row_stride = p.v_row_stride = 3 * width;
+    p.out = out_.get();
+    p.out_row_stride = width;
+    p.pos_key = host_.use_c2p() ? pos_key_.get() : nullptr;
+    p.pos_query = host_.use_p2c() ? pos_query_.get() : nullptr;
+    p.cu_seqlens = cu_.as<int32_t>();
+    p.num_sequences = static_cast<int>(c.lengths.size());
+    p.max_seqlen = *std::max_element(c.lengths.begin(), c.lengths.end());
+    p.total_tokens = host_.total;
+    p.scale = host_.scale;
+    p.positions = {host_.index.table().data(), lut_.as<int32_t>(), host_.index.band(),
+                   host_.index.span()};
+    p.lse = lse_.as<float>();
+    return p;
+  }
+
+  // Runs `problem` with poisoned outputs; returns O as float and LSE.
+  void Run(const kernels::AttentionProblem& problem, std::vector<float>* out,
+           std::vector<float>* lse) {
+    DFLASH_CUDA_OK(cudaMemset(out_.get(), 0xff, out_.bytes()));  // NaN in every dtype.
+    DFLASH_CUDA_OK(cudaMemset(lse_.get(), 0xff, lse_.bytes()));
+    test::DeviceBuffer workspace(kernels::AttentionWorkspaceBytes(problem));
+    cublasHandle_t blas = nullptr;
+    ASSERT_EQ(cublasCreate(&blas), CUBLAS_STATUS_SUCCESS);
+    const cudaError_t error =
+        kernels::DisentangledAttentionForward(problem, workspace.get(), blas, nullptr);
+    cublasDestroy(blas);
+    ASSERT_EQ(error, cudaSuccess) << cudaGetErrorString(error);
+    DFLASH_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint8_t> bytes(out_.bytes());
+    DFLASH_CUDA_OK(cudaMemcpy(bytes.data(), out_.get(), bytes.size(), cudaMemcpyDeviceToHost));
+    *out = test::Decode(bytes, problem.dtype);
+    lse->resize(lse_.bytes() / 4);
+    DFLASH_CUDA_OK(cudaMemcpy(lse->data(), lse_.get(), lse_.bytes(), cudaMemcpyDeviceToHost));
+  }
+
+ private:
+  const HostProblem& host_;
+  test::DeviceBuffer qkv_, pos_key_, pos_query_, lut_, cu_, out_, lse_;
+};
+
+template <typename A, typename B>
+double RelativeL2(const std::vector<A>& got, const std::vector<B>& want) {
+  double diff = 0.0;
+  double norm = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double delta = static_cast<double>(got[i]) - static_cast<double>(want[i]);
+    diff += delta * delta;
+    norm += static_cast<double>(want[i]) * static_cast<double>(want[i]);
+  }
+  return std::sqrt(diff / std::max(norm, 1e-300));
+}
+
+size_t CountNonFinite(const std::vector<float>& values) {
+  return static_cast<size_t>(
+      std::count_if(values.begin(), values.end(), [](float x) { return !std::isfinite(x); }));
+}
+
+// Relative-L2 bounds against float64 on the same (rounded) inputs. Half precision: P and O are
+// rounded to the input type and the C2P/P2C tables are stored in it, as transformers does.
+double Tolerance(DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat32:
+      return 1e-5;
+    case DataType::kFloat16:
+      return 2e-3;
+    case DataType::kBFloat16:
+      return 1e-2;
+  }
+  return 0.0;
+}
+
+void CheckAgainstFloat64(const Case& c) {
+  const HostProblem host(c);
+  DeviceProblem device(host);
+  ASSERT_NO_FATAL_FAILURE(device.Upload());
+  std::vector<float> out;
+  std::vector<float> lse;
+  ASSERT_NO_FATAL_FAILURE(device.Run(device.Problem(), &out, &lse));
+  std::vector<double> want_out;
+  std::vector<double> want_lse;
+  host.Reference(&want_out, &want_lse);
+  EXPECT_EQ(CountNonFinite(out), 0u) << "unwritten or non-finite outputs";
+  EXPECT_EQ(CountNonFinite(lse), 0u);
+  const double error = RelativeL2(out, want_out);
+  const double lse_error = RelativeL2(lse, want_lse);
+  EXPECT_LE(error, Tolerance(c.dtype));
+  EXPECT_LE(lse_error, Tolerance(c.dtype));
+  std::cout << "[attention] " << Name(c.dtype) << " d=" << c.head_dim << " " << Name(c.positions)
+            << (c.log_buckets ? "" : " no-buckets") << " tokens=" << host.total << ": rel L2 "
+            << error << ", lse " << lse_error << "\n";
+}
+
+class AttentionAccuracyTest : public testing::TestWithParam<std::tuple<DataType, int, Positions>> {
+};
+
+TEST_P(AttentionAccuracyTest, PackedMixedLengthsMatchFloat64) {
+  DFLASH_REQUIRE_GPU();
+  Case c;
+  std::tie(c.dtype, c.head_dim, c.positions) = GetParam();
+  c.lengths = {1, 2, 63, 64, 65, 127, 255, 256, 257, 511, 512, 513, 1000};
+  c.seed = static_cast<uint32_t>(c.head_dim * 31 + static_cast<int>(c.positions) * 7 +
+                                 static_cast<int>(c.dtype));
+  CheckAgainstFloat64(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, AttentionAccuracyTest,
+    testing::Combine(testing::Values(DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32),
+                     testing::Values(32, 64, 128),
+                     testing::Values(Positions::kC2P, Positions::kP2C, Positions::kBoth,
+                                     Positions::kNone)),
+    [](const testing::TestParamInfo<std::tuple<DataType, int, Positions>>& param) {
+      std::string name = std::string(Name(std::get<0>(param.param))) + "_d" +
+                         std::to_string(std::get<1>(param.param)) + "_" +
+                         Name(std::get<2>(param.param));
+      std::replace(name.begin(), name.end(), '+', '_');
+      return name;
+    });
+
+TEST(AttentionTest, SingleSequencesAndLengthOne) {
+  DFLASH_REQUIRE_GPU();
+  for (int length : {1, 2, 64, 513}) {
+    Case c;
+    c.lengths = {length};
+    c.seed = 100 + length;
+    CheckAgainstFloat64(c);
+  }
+  Case ones;
+  ones.lengths = {1, 1, 1, 5, 1};
+  CheckAgainstFloat64(ones);
+}
+
+TEST(AttentionTest, PlainClampedPositionsWithoutBuckets) {
+  DFLASH_REQUIRE_GPU();
+  Case c;
+  c.log_buckets = false;
+  c.lengths = {3, 100, 300};
+  CheckAgainstFloat64(c);
+}
+
+TEST(AttentionTest, LongSequencesMatchStrictFloat32Path) {
+  DFLASH_REQUIRE_GPU();
+  for (int length : {4097, 8192, 32768}) {
+    for (DataType dtype : {DataType::kBFloat16, DataType::kFloat16}) {
+      Case c;
+      c.dtype = dtype;
+      c.heads = 1;
+      c.lengths = {length};
+      c.seed = length;
+      const HostProblem host(c);
+      DeviceProblem device(host);
+      ASSERT_NO_FATAL_FAILURE(device.Upload());
+      std::vector<float> out;
+      std::vector<float> lse;
+      ASSERT_NO_FATAL_FAILURE(device.Run(device.Problem(), &out, &lse));
+      // The strict path on the same rounded values, as float32.
+      Case strict_case = c;
+      strict_case.dtype = DataType::kFloat32;
+      HostProblem strict_host(strict_case);
+      strict_host.qkv = host.qkv;
+      strict_host.pos_key = host.pos_key;
+      strict_host.pos_query = host.pos_query;
+      DeviceProblem strict(strict_host);
+      ASSERT_NO_FATAL_FAILURE(strict.Upload());
+      std::vector<float> want;
+      std::vector<float> want_lse;
+      ASSERT_NO_FATAL_FAILURE(strict.Run(strict.Problem(), &want, &want_lse));
+      EXPECT_EQ(CountNonFinite(out), 0u);
+      const double error = RelativeL2(out, want);
+      EXPECT_LE(error, Tolerance(dtype)) << "length " << length;
+      std::cout << "[attention] " << Name(dtype) << " L=" << length << " vs strict fp32: rel L2 "
+                << error << "\n";
+    }
+  }
+}
+
+TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
+  DFLASH_REQUIRE_GPU();
+  Case c;
+  c.lengths = {70, 5, 130};
+  const HostProblem host(c);
+  DeviceProblem packed(host);
+  ASSERT_NO_FATAL_FAILURE(packed.Upload());
+  std::vector<float> packed_out;
+  std::vector<float> packed_lse;
+  ASSERT_NO_FATAL_FAILURE(packed.Run(packed.Problem(), &packed_out, &packed_lse));
+
+  // The same sequences right-padded to 130 rows each; padding rows hold other random values.
+  const int padded = 130;
+  Case padded_case = c;
+  padded_case.lengths = std::vector<int>(c.lengths.size(), padded);
+  HostProblem padded_host(padded_case);
+  const int width = 3 * c.heads * c.head_dim;
+  std::vector<uint8_t> mask(c.lengths.size() * padded, 0);
+  for (size_t s = 0; s < c.lengths.size(); ++s) {
+    for (int t = 0; t < c.lengths[s]; ++t) {
+      std::copy_n(&host.qkv[static_cast<size_t>(host.cu_seqlens[s] + t) * width], width,
+                  &padded_host.qkv[(s * padded + t) * width]);
+      mask[s * padded + t] = 1;
+    }
+  }
+  padded_host.pos_key = host.pos_key;
+  padded_host.pos_query = host.pos_query;
+  DeviceProblem device(padded_host);
+  ASSERT_NO_FATAL_FAILURE(device.Upload());
+  test::DeviceBuffer mask_device(mask.size());
+  DFLASH_CUDA_OK(cudaMemcpy(mask_device.get(), mask.data(), mask.size(), cudaMemcpyHostToDevice));
+  kernels::AttentionProblem problem = device.Problem();
+  problem.key_padding_mask = mask_device.as<uint8_t>();
+  problem.padded_length = padded;
+  std::vector<float> padded_out;
+  std::vector<float> padded_lse;
+  ASSERT_NO_FATAL_FAILURE(device.Run(problem, &padded_out, &padded_lse));
+  EXPECT_EQ(CountNonFinite(padded_out), 0u) << "padded query rows must be finite";
+  // Valid rows agree; only the C2P/P2C GEMMs (over 390 rather than 205 rows, so possibly another
+  // cuBLAS algorithm) may round a table entry differently.
+  const int out_width = c.heads * c.head_dim;
+  std::vector<float> padded_valid;
+  for (size_t s = 0; s < c.lengths.size(); ++s) {
+    for (int t = 0; t < c.lengths[s]; ++t) {
+      const auto row = padded_out.begin() + static_cast<int64_t>(s * padded + t) * out_width;
+      padded_valid.insert(padded_valid.end(), row, row + out_width);
+    }
+  }
+  ASSERT_EQ(padded_valid.size(), packed_out.size());
+  EXPECT_LE(RelativeL2(padded_valid, packed_out), 1e-4);
+}
+
+// Host-side checks: no GPU needed.
+TEST(AttentionArgumentsTest, RejectsUnsupportedProblemsBeforeTouchingTheDevice) {
+  kernels::AttentionProblem problem;
+  problem.num_heads = 2;
+  problem.head_dim = 48;  // Unsupported.
+  EXPECT_EQ(kernels::DisentangledAttentionForward(problem, nullptr, nullptr, nullptr),
+            cudaErrorInvalidValue);
+  problem.head_dim = 64;  // Still no tensors.
+  EXPECT_EQ(kernels::DisentangledAttentionForward(problem, nullptr, nullptr, nullptr),
+            cudaErrorInvalidValue);
+}
+
+TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
+  const RelativePositionIndex index(V3Positions(true));
+  kernels::AttentionProblem problem;
+  problem.dtype = DataType::kBFloat16;
+  problem.num_heads = 12;
+  problem.head_dim = 64;
+  problem.num_sequences = 1;
+  problem.max_seqlen = 128;
+  problem.total_tokens = 1000;
+  int dummy = 0;
+  problem.pos_key = &dummy;
+  problem.pos_query = &dummy;
+  problem.positions = {index.table().data(), index.table().data(), index.band(), index.span()};
+  // Each table is [H, T, slots rounded up to 8] in the input dtype plus the window slack, rounded
+  // up to 256 bytes.
+  auto table = [](size_t stride) {
+    return ((12u * 1000 * stride + kernels::kTableSlack) * 2 + 255) / 256 * 256;
+  };
+  // L = 128 reaches slots idx(-127) .. idx(127) = 129 .. 383: 255 slots, stored at stride 256.
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 2 * table(256));
+  problem.max_seqlen = 8192;  // Every slot.
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 2 * table(512));
+  problem.pos_query = nullptr;
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), table(512));
+  problem.dtype = DataType::kFloat32;  // The strict path needs no tables.
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+}
+
+}  // namespace
+}  // namespace dflash
