@@ -43,7 +43,8 @@ struct AttentionTraits {
   // 1.35x slower at L = 8192 than waiting for each tile with three CTAs per SM.
   static constexpr int kSharedBytes =
       (3 * kTileElements + 2 * kWindowElements) * static_cast<int>(sizeof(Element)) +
-      kBlockN * static_cast<int>(sizeof(float));
+      kBlockN * static_cast<int>(sizeof(float)) +
+      (2 * kSharedLutBand + 1) * static_cast<int>(sizeof(int16_t));
   static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks.
   static_assert(kBlockM == kBlockN, "tile loaders assume square tiles");
   static_assert(kHeadDim % 16 == 0, "head dim must be a multiple of 16");
@@ -83,7 +84,7 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
 }
 
 template <typename Traits>
-__global__ void __launch_bounds__(Traits::kThreads)
+__global__ void __launch_bounds__(Traits::kThreads, 2)
     DisentangledAttentionKernel(const AttentionParams<typename Traits::Element> params) {
   using Element = typename Traits::Element;
   using MmaOp = Mma<Element>;
@@ -115,6 +116,14 @@ __global__ void __launch_bounds__(Traits::kThreads)
   Element* sC2P = sV + Traits::kTileElements;
   Element* sP2C = sC2P + Traits::kWindowElements;
   float* sPSaturated = reinterpret_cast<float*>(sP2C + Traits::kWindowElements);
+  int16_t* sLut = reinterpret_cast<int16_t*>(sPSaturated + kN);
+  // The slot table in shared memory when it is small (v3: band 512, 1025 entries).
+  const bool lut_in_shared = params.band <= kSharedLutBand;
+  if (lut_in_shared && (params.c2p != nullptr || params.p2c != nullptr)) {
+    for (int i = threadIdx.x; i <= 2 * params.band; i += Traits::kThreads) {
+      sLut[i] = static_cast<int16_t>(params.lut[i]);
+    }
+  }
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -199,10 +208,14 @@ __global__ void __launch_bounds__(Traits::kThreads)
         LoadWindow<Traits>(sP2C, params.p2c, table_base, n0, seqlen - 1, params.slot_stride,
                            window0);
       }
-    } else if (params.p2c != nullptr && fixed_slot >= 0 && threadIdx.x < kN) {
+    } else if (has_positions && fixed_slot >= 0 && threadIdx.x < kN) {
+      // The column term of a saturated tile, already in the exp2 domain (0 without p2c).
       const int key = min(n0 + static_cast<int>(threadIdx.x), seqlen - 1);
-      sPSaturated[threadIdx.x] = ToFloat(
-          params.p2c[(table_base + key) * params.slot_stride + fixed_slot - params.slot_base]);
+      sPSaturated[threadIdx.x] = params.p2c == nullptr
+                                     ? 0.0f
+                                     : ToFloat(params.p2c[(table_base + key) * params.slot_stride +
+                                                          fixed_slot - params.slot_base]) *
+                                           params.scale_log2;
     }
     CpAsyncCommit();
     CpAsyncWait<0>();
@@ -225,35 +238,58 @@ __global__ void __launch_bounds__(Traits::kThreads)
       }
     }
 
-    const bool saturated_high = delta_min >= params.hi_threshold;
+    // Scores to the exp2 domain with the bias folded in: s <- s * scale + bias * scale. The tile
+    // class is uniform across the CTA, so each branch below runs without divergence; the
+    // per-element work is one FFMA (no positions), one LDS + FADD + FFMA (saturated), or a
+    // table lookup and two LDS (band).
+    const float scale = params.scale_log2;
+    if (!has_positions) {
 #pragma unroll
-    for (int t = 0; t < kNTiles; ++t) {
+      for (int t = 0; t < kNTiles; ++t) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e / 2;
-        const int column = t * 8 + quad * 2 + (e % 2);
-        const int key = n0 + column;
-        bool valid = key < seqlen;
-        if (valid && params.key_padding_mask != nullptr) {
-          valid = params.key_padding_mask[seq_start + key] != 0;
+        for (int e = 0; e < 4; ++e) s[t][e] *= scale;
+      }
+    } else if (fixed_slot >= 0) {
+      const bool high = delta_min >= params.hi_threshold;
+      const float row_term[2] = {(high ? c_hi[0] : c_lo[0]) * scale,
+                                 (high ? c_hi[1] : c_lo[1]) * scale};
+#pragma unroll
+      for (int t = 0; t < kNTiles; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int column = t * 8 + quad * 2 + (e % 2);
+          s[t][e] = fmaf(s[t][e], scale, row_term[e / 2] + sPSaturated[column]);
         }
-        if (!valid) {
-          s[t][e] = -INFINITY;
-          continue;
+      }
+    } else {
+#pragma unroll
+      for (int t = 0; t < kNTiles; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e / 2;
+          const int column = t * 8 + quad * 2 + (e % 2);
+          const int delta = max(-params.band, min(params.band, query[r] - (n0 + column)));
+          const int slot = (lut_in_shared ? static_cast<int>(sLut[delta + params.band])
+                                          : __ldg(params.lut + delta + params.band)) -
+                           params.slot_base - window0;
+          float bias = 0.0f;
+          if (params.c2p != nullptr) bias += ToFloat(sC2P[row_local[r] * kSlotWindow + slot]);
+          if (params.p2c != nullptr) bias += ToFloat(sP2C[column * kSlotWindow + slot]);
+          s[t][e] = fmaf(s[t][e], scale, bias * scale);
         }
-        float bias = 0.0f;
-        if (has_positions) {
-          if (fixed_slot >= 0) {
-            if (params.c2p != nullptr) bias += saturated_high ? c_hi[r] : c_lo[r];
-            if (params.p2c != nullptr) bias += sPSaturated[column];
-          } else {
-            const int delta = max(-params.band, min(params.band, query[r] - key));
-            const int slot = __ldg(params.lut + delta + params.band) - params.slot_base - window0;
-            if (params.c2p != nullptr) bias += ToFloat(sC2P[row_local[r] * kSlotWindow + slot]);
-            if (params.p2c != nullptr) bias += ToFloat(sP2C[column * kSlotWindow + slot]);
-          }
+      }
+    }
+    // Keys past the sequence end or masked by the padding mask: only tiles that have any.
+    if (n0 + kN > seqlen || params.key_padding_mask != nullptr) {
+#pragma unroll
+      for (int t = 0; t < kNTiles; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = n0 + t * 8 + quad * 2 + (e % 2);
+          const bool valid = key < seqlen && (params.key_padding_mask == nullptr ||
+                                              params.key_padding_mask[seq_start + key] != 0);
+          if (!valid) s[t][e] = -INFINITY;
         }
-        s[t][e] = (s[t][e] + bias) * params.scale_log2;
       }
     }
 
@@ -269,7 +305,7 @@ __global__ void __launch_bounds__(Traits::kThreads)
       const float new_max = fmaxf(row_max[r], tile_max);
       // A row with no valid key so far keeps max -inf; exponentiate against 0 to avoid NaN.
       const float reference = new_max == -INFINITY ? 0.0f : new_max;
-      const float correction = exp2f(row_max[r] - reference);
+      const float correction = FastExp2(row_max[r] - reference);
       row_max[r] = new_max;
       row_sum[r] *= correction;
 #pragma unroll
@@ -279,8 +315,8 @@ __global__ void __launch_bounds__(Traits::kThreads)
       }
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) {
-        s[t][2 * r] = exp2f(s[t][2 * r] - reference);
-        s[t][2 * r + 1] = exp2f(s[t][2 * r + 1] - reference);
+        s[t][2 * r] = FastExp2(s[t][2 * r] - reference);
+        s[t][2 * r + 1] = FastExp2(s[t][2 * r + 1] - reference);
         row_sum[r] += s[t][2 * r] + s[t][2 * r + 1];
       }
     }

@@ -10,6 +10,9 @@ namespace dflash::kernels {
 // 7 for aligning the window start down to an 8-slot boundary: 134, rounded up to 136.
 inline constexpr int kSlotWindow = 136;
 inline constexpr int kTableSlack = kSlotWindow;
+// Slot tables with |delta| <= this many entries each side are kept in shared memory as int16
+// (DeBERTa-v3 needs 512).
+inline constexpr int kSharedLutBand = 1024;
 
 template <typename Element>
 struct AttentionParams {
