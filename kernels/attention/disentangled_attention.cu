@@ -50,10 +50,18 @@ struct SlotRange {
 
 SlotRange ActiveSlots(const AttentionProblem& p) {
   const int length = LongestSequence(p);
-  const int first = LookUp(p.positions, -(length - 1));
+  int first = LookUp(p.positions, -(length - 1));
   const int last = LookUp(p.positions, length - 1);
-  const int count = last - first + 1;
-  return {first, count, (count + 7) / 8 * 8};
+  int count = last - first + 1;
+  const int stride = (count + 7) / 8 * 8;
+  // Widen the range to a multiple of 8 slots (moving its start down when it would pass the last
+  // relative-embedding row): with an odd slot count (511 at L = 512, 255 at L = 128) cuBLAS
+  // falls back to unaligned sm_75 kernels that ran 5x slower than the attention itself.
+  if (stride <= 2 * p.positions.span) {
+    first = std::min(first, 2 * p.positions.span - stride);
+    count = stride;
+  }
+  return {first, count, stride};
 }
 
 // Elements of one table: [H, T, stride] plus the slack that window loads may read past its end.

@@ -471,7 +471,7 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
   auto table = [](size_t stride) {
     return ((12u * 1000 * stride + kernels::kTableSlack) * 2 + 255) / 256 * 256;
   };
-  // L = 128 reaches slots idx(-127) .. idx(127) = 129 .. 383: 255 slots, stored at stride 256.
+  // L = 128 reaches slots idx(-127) .. idx(127) = 129 .. 383: 255 slots, widened to 256.
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 2 * table(256));
   problem.max_seqlen = 8192;  // Every slot.
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 2 * table(512));
