@@ -4,7 +4,7 @@
 # vocab 128100), 128 tokens per sequence, batch 8, all cores for both.
 #
 # Usage: bench/cpu_engine.sh [PYTHON]   PYTHON must have torch + transformers (default python3).
-# Writes bench/results/cpu-engine-<hostname>.json.
+# Writes bench/results/cpu-engine.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${1:-python3}
@@ -17,7 +17,7 @@ ours=$(build/bin/dflash-bench-cpu --model="$model" --seq_len=128 --batch=8 --ite
   --threads="$threads")
 peer=$("$python" bench/transformers_cpu_bench.py --model "$model" --seq_len 128 --batch 8 \
   --iterations 7 --threads "$threads")
-out="bench/results/cpu-engine-$(hostname -s).json"
+out="bench/results/cpu-engine.json"
 "$python" - "$out" <<PY
 import json, sys, datetime, platform
 ours = json.loads('''$ours''')
