@@ -130,6 +130,27 @@ cublasStatus_t PositionTable(cublasHandle_t blas, const Element* x, int64_t x_ro
       CUBLAS_GEMM_DEFAULT);
 }
 
+// The tensors, layout and sizes of `p` as kernel parameters (position fields left empty).
+template <typename Element>
+AttentionParams<Element> TensorParams(const AttentionProblem& p) {
+  AttentionParams<Element> params{};
+  params.q = static_cast<const Element*>(p.q);
+  params.k = static_cast<const Element*>(p.k);
+  params.v = static_cast<const Element*>(p.v);
+  params.q_row_stride = p.q_row_stride;
+  params.k_row_stride = p.k_row_stride;
+  params.v_row_stride = p.v_row_stride;
+  params.out = static_cast<Element*>(p.out);
+  params.out_row_stride = p.out_row_stride;
+  params.cu_seqlens = p.cu_seqlens;
+  params.key_padding_mask = p.key_padding_mask;
+  params.padded_length = p.padded_length;
+  params.num_heads = p.num_heads;
+  params.total_tokens = TotalTokens(p);
+  params.lse = p.lse;
+  return params;
+}
+
 template <int kHeadDim, typename Element>
 cudaError_t LaunchTensorCore(const AttentionParams<Element>& params, int m_blocks,
                              int num_sequences, cudaStream_t stream) {
@@ -148,22 +169,8 @@ cudaError_t LaunchTensorCore(const AttentionParams<Element>& params, int m_block
 template <typename Element>
 cudaError_t ForwardHalf(const AttentionProblem& p, void* workspace, cublasHandle_t blas,
                         cudaStream_t stream) {
-  AttentionParams<Element> params{};
-  params.q = static_cast<const Element*>(p.q);
-  params.k = static_cast<const Element*>(p.k);
-  params.v = static_cast<const Element*>(p.v);
-  params.q_row_stride = p.q_row_stride;
-  params.k_row_stride = p.k_row_stride;
-  params.v_row_stride = p.v_row_stride;
-  params.out = static_cast<Element*>(p.out);
-  params.out_row_stride = p.out_row_stride;
-  params.cu_seqlens = p.cu_seqlens;
-  params.key_padding_mask = p.key_padding_mask;
-  params.padded_length = p.padded_length;
-  params.num_heads = p.num_heads;
-  params.total_tokens = TotalTokens(p);
+  AttentionParams<Element> params = TensorParams<Element>(p);
   params.scale_log2 = p.scale * static_cast<float>(M_LOG2E);
-  params.lse = p.lse;
   params.hi_threshold = INT32_MAX;
   params.lo_threshold = INT32_MIN;
   if (HasPositions(p)) {
@@ -214,22 +221,8 @@ cudaError_t ForwardHalf(const AttentionProblem& p, void* workspace, cublasHandle
 }
 
 cudaError_t ForwardFloat32(const AttentionProblem& p, cudaStream_t stream) {
-  AttentionParams<float> params{};
-  params.q = static_cast<const float*>(p.q);
-  params.k = static_cast<const float*>(p.k);
-  params.v = static_cast<const float*>(p.v);
-  params.q_row_stride = p.q_row_stride;
-  params.k_row_stride = p.k_row_stride;
-  params.v_row_stride = p.v_row_stride;
-  params.out = static_cast<float*>(p.out);
-  params.out_row_stride = p.out_row_stride;
-  params.cu_seqlens = p.cu_seqlens;
-  params.key_padding_mask = p.key_padding_mask;
-  params.padded_length = p.padded_length;
-  params.num_heads = p.num_heads;
-  params.total_tokens = TotalTokens(p);
+  AttentionParams<float> params = TensorParams<float>(p);
   params.scale_log2 = p.scale;  // The strict kernel uses expf: plain scale.
-  params.lse = p.lse;
   Fp32PositionInputs positions{nullptr, nullptr, p.num_sequences};
   if (HasPositions(p)) {
     params.lut = p.positions.device;
