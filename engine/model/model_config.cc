@@ -183,6 +183,14 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
       config.attention_head_size,
       BoundedInt(fields, "attention_head_size", config.hidden_size / config.num_attention_heads, 1,
                  kMaxDimension));
+  // Q/K/V are [*, heads * head_size]: keep the product in int range (and sane).
+  if (int64_t{config.num_attention_heads} * config.attention_head_size > kMaxDimension) {
+    return fields.FieldError(
+        "attention_head_size",
+        absl::StrCat("times num_attention_heads is ",
+                     int64_t{config.num_attention_heads} * config.attention_head_size,
+                     ", above the limit of ", kMaxDimension));
+  }
   DFLASH_ASSIGN_OR_RETURN(config.intermediate_size,
                           BoundedInt(fields, "intermediate_size", 6144, 1, 4 * kMaxDimension));
   DFLASH_ASSIGN_OR_RETURN(config.hidden_act, ActivationField(fields, "hidden_act", "gelu"));

@@ -149,6 +149,11 @@ std::optional<DType> ParseDType(absl::string_view name) {
 }
 
 int64_t TensorInfo::NumElements() const {
+  // A zero extent makes the tensor empty; checking first keeps the product of the other
+  // (validated only through numel * itemsize = 0) extents from overflowing.
+  for (int64_t extent : shape) {
+    if (extent == 0) return 0;
+  }
   int64_t count = 1;
   for (int64_t extent : shape) count *= extent;
   return count;

@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
 
   const int m_block = blockIdx.x;
   const int head = blockIdx.y;
-  const int sequence = blockIdx.z;
+  const int sequence = params.sequence_offset + static_cast<int>(blockIdx.z);
   int seq_start;
   int seqlen;
   if (params.key_padding_mask != nullptr) {

@@ -36,6 +36,7 @@ struct AttentionParams {
   const int32_t* cu_seqlens;
   const uint8_t* key_padding_mask;
   int padded_length;
+  int sequence_offset;  // Added to blockIdx.z: launches cover at most 65535 sequences each.
   int num_heads;
   int total_tokens;
   float scale_log2;  // scale * log2(e): scores live in the exp2 domain.

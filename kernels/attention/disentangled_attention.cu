@@ -93,11 +93,30 @@ bool Valid(const AttentionProblem& p) {
     return false;
   }
   if ((p.pos_key != nullptr || p.pos_query != nullptr) && !HasPositions(p)) return false;
-  // Vector loads need 16-byte aligned rows for the tensor-core path.
-  const int64_t align = 16 / static_cast<int64_t>(ElementBytes(p.dtype));
-  if (p.dtype != DataType::kFloat32 && (p.q_row_stride % align || p.k_row_stride % align ||
-                                        p.v_row_stride % align || p.out_row_stride % 2)) {
+  if (p.key_padding_mask != nullptr &&
+      static_cast<int64_t>(p.num_sequences) * p.padded_length > INT32_MAX) {
     return false;
+  }
+  // Vector loads need 16-byte aligned rows and bases for the tensor-core path.
+  const int64_t align = 16 / static_cast<int64_t>(ElementBytes(p.dtype));
+  auto aligned = [](const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; };
+  if (p.dtype != DataType::kFloat32 &&
+      (p.q_row_stride % align || p.k_row_stride % align || p.v_row_stride % align ||
+       p.out_row_stride % 2 || !aligned(p.q) || !aligned(p.k) || !aligned(p.v) ||
+       reinterpret_cast<uintptr_t>(p.out) % 4 != 0)) {
+    return false;
+  }
+  if (HasPositions(p) && !p.positions.settled) return false;
+  // A band tile stages kSlotWindow slots: enough when the 127 deltas of a 64 x 64 tile reach at
+  // most 128 slots (7 more are lost aligning the window start). Log buckets with
+  // (max_position - 1) / (buckets / 2) below about e grow faster than one slot per delta there.
+  if (HasPositions(p) && p.dtype != DataType::kFloat32) {
+    const RelativePositionTable& table = p.positions;
+    for (int64_t delta = -table.band; delta + 126 <= table.band; ++delta) {
+      if (table.host[delta + 126 + table.band] - table.host[delta + table.band] > kSlotWindow - 8) {
+        return false;
+      }
+    }
   }
   return true;
 }
@@ -152,8 +171,8 @@ AttentionParams<Element> TensorParams(const AttentionProblem& p) {
 }
 
 template <int kHeadDim, typename Element>
-cudaError_t LaunchTensorCore(const AttentionParams<Element>& params, int m_blocks,
-                             int num_sequences, cudaStream_t stream) {
+cudaError_t LaunchTensorCore(AttentionParams<Element> params, int m_blocks, int num_sequences,
+                             cudaStream_t stream) {
   using Traits = AttentionTraits<kHeadDim, Element>;
   const auto kernel = DisentangledAttentionKernel<Traits>;
   if (Traits::kSharedBytes > 48 * 1024) {
@@ -161,9 +180,16 @@ cudaError_t LaunchTensorCore(const AttentionParams<Element>& params, int m_block
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSharedBytes);
     if (error != cudaSuccess) return error;
   }
-  const dim3 grid(m_blocks, params.num_heads, num_sequences);
-  kernel<<<grid, Traits::kThreads, Traits::kSharedBytes, stream>>>(params);
-  return cudaGetLastError();
+  // Sequences run along grid z, which holds at most 65535: larger batches (a rerank of many
+  // short passages) take several launches.
+  constexpr int kMaxGridZ = 65535;
+  for (int first = 0; first < num_sequences; first += kMaxGridZ) {
+    params.sequence_offset = first;
+    const dim3 grid(m_blocks, params.num_heads, std::min(kMaxGridZ, num_sequences - first));
+    kernel<<<grid, Traits::kThreads, Traits::kSharedBytes, stream>>>(params);
+    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
+  }
+  return cudaSuccess;
 }
 
 template <typename Element>

@@ -36,6 +36,9 @@ struct RelativePositionTable {
   const int32_t* device = nullptr;
   int64_t band = 0;
   int span = 0;  // k: slots are 0 .. 2k - 1.
+  // False when some |delta| > band still maps elsewhere (RelativePositionIndex::settled()); such
+  // exotic tables are refused.
+  bool settled = true;
 };
 
 struct AttentionProblem {
@@ -75,8 +78,9 @@ struct AttentionProblem {
 size_t AttentionWorkspaceBytes(const AttentionProblem& problem);
 
 // Runs the forward on `stream`. `workspace` must hold AttentionWorkspaceBytes(problem) bytes and
-// be 256-byte aligned; `blas` (bound to `stream` by this call) computes the C2P/P2C tables.
-// Returns cudaErrorInvalidValue for unsupported shapes and cudaErrorUnknown when cuBLAS fails.
+// be 256-byte aligned; Q/K/V/out must be 16-byte aligned in half precision; `blas` (bound to
+// `stream` by this call) computes the C2P/P2C tables. Returns cudaErrorInvalidValue for unsupported
+// shapes and cudaErrorUnknown when cuBLAS fails.
 cudaError_t DisentangledAttentionForward(const AttentionProblem& problem, void* workspace,
                                          cublasHandle_t blas, cudaStream_t stream);
 

@@ -218,7 +218,8 @@ absl::Status Run() {
         result["embedding"] = std::vector<float>(row.begin(), row.end());
       }
       if (jsonl) {
-        std::cout << result.dump() << "\n";
+        // Replace rather than throw on a piece that is not valid UTF-8.
+        std::cout << result.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
         continue;
       }
       std::cout << "input " << first + s << " (" << encoding.ids.size() << " tokens"

@@ -6,6 +6,8 @@
 namespace dflash {
 
 ScoreFunction DefaultScoreFunction(const ModelConfig& config) {
+  // Regression heads (e.g. STS-B similarity) predict values, not classes: shown as they are.
+  if (config.problem_type == ProblemType::kRegression) return ScoreFunction::kRawLogits;
   if (config.problem_type == ProblemType::kMultiLabel || config.num_labels() == 1) {
     return ScoreFunction::kSigmoid;
   }

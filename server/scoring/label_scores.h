@@ -1,6 +1,7 @@
 // How a classifier's logits are shown to users: softmax over the labels of a single-label model,
-// an independent sigmoid per label for multi-label models and for one-label models (regression
-// heads and cross-encoder rerankers, as sentence-transformers' CrossEncoder does), or raw logits.
+// an independent sigmoid per label for multi-label models and for one-label models without a
+// problem type (cross-encoder rerankers, as sentence-transformers' CrossEncoder does), or raw
+// logits (regression heads, or on request).
 #pragma once
 
 #include <span>
@@ -13,8 +14,8 @@ namespace dflash {
 
 enum class ScoreFunction { kSoftmax, kSigmoid, kRawLogits };
 
-// The model's default: kSigmoid for problem_type multi_label_classification or num_labels == 1,
-// kSoftmax otherwise.
+// The model's default: kRawLogits for problem_type regression; kSigmoid for
+// multi_label_classification or num_labels == 1 (cross-encoder rerankers); kSoftmax otherwise.
 ScoreFunction DefaultScoreFunction(const ModelConfig& config);
 absl::string_view ScoreFunctionName(ScoreFunction function);
 

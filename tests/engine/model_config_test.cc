@@ -412,6 +412,15 @@ TEST(ModelConfigTest, TinyLayerNormEpsIsRejectedNotStoredAsZero) {
   EXPECT_THAT(config.status().message(), HasSubstr("field 'layer_norm_eps'"));
 }
 
+// Regression (review): heads * head size overflowed int (65536 * 65536 wraps to 0), and the
+// loader then accepted [0, H] Q/K/V weights.
+TEST(ModelConfigTest, HeadsTimesHeadSizeMustStayBounded) {
+  const absl::Status status = ParseError(With(
+      Base(),
+      {{"hidden_size", 65536}, {"num_attention_heads", 65536}, {"attention_head_size", 65536}}));
+  EXPECT_THAT(status.message(), HasSubstr("field 'attention_head_size'"));
+}
+
 TEST(ModelConfigTest, ValidLogBucketBoundary) {
   // max_position - 1 must exceed mid: 130 - 1 > 128.
   const ModelConfig config = MustParse(With(

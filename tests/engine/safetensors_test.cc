@@ -207,6 +207,18 @@ TEST_F(SafetensorsFileTest, ReadFloat32OfAnEmptyF32TensorIsDefined) {
   EXPECT_TRUE(values->empty());
 }
 
+// Regression (review): an empty tensor whose other extents multiply past int64 passed
+// validation (0 bytes) and NumElements() then overflowed.
+TEST(SafetensorsHeaderTest, EmptyTensorWithHugeExtentsHasZeroElements) {
+  absl::StatusOr<SafetensorsHeader> header = ParseSafetensorsHeader(
+      FileWithHeader(
+          R"({"e":{"dtype":"U8","shape":[4611686018427387904,2,0],"data_offsets":[0,0]}})"),
+      "empty.safetensors");
+  ASSERT_TRUE(header.ok()) << header.status();
+  ASSERT_EQ(header->tensors.size(), 1u);
+  EXPECT_EQ(header->tensors[0].NumElements(), 0);
+}
+
 TEST(SafetensorsWriterTest, PadsTheHeaderWithSpacesTo8Bytes) {
   std::set<uint64_t> paddings_seen;
   for (int length = 1; length <= 16; ++length) {

@@ -453,6 +453,63 @@ TEST(AttentionArgumentsTest, RejectsUnsupportedProblemsBeforeTouchingTheDevice) 
             cudaErrorInvalidValue);
 }
 
+// A valid-looking half-precision problem whose device pointers are never dereferenced because
+// validation refuses it first.
+kernels::AttentionProblem HostOnlyProblem(const RelativePositionIndex& index) {
+  static const int16_t kDummy[8] = {};  // 16-byte aligned stand-in for device tensors.
+  kernels::AttentionProblem problem;
+  problem.dtype = DataType::kBFloat16;
+  problem.num_heads = 1;
+  problem.head_dim = 64;
+  problem.q = problem.k = problem.v = kDummy;
+  problem.out = const_cast<int16_t*>(kDummy);
+  problem.q_row_stride = problem.k_row_stride = problem.v_row_stride = 192;
+  problem.out_row_stride = 64;
+  problem.pos_key = problem.pos_query = kDummy;
+  problem.cu_seqlens = reinterpret_cast<const int32_t*>(kDummy);
+  problem.num_sequences = 1;
+  problem.max_seqlen = 4096;
+  problem.total_tokens = 4096;
+  problem.scale = 0.1f;
+  problem.positions = {index.table().data(), index.table().data(), index.band(), index.span(),
+                       index.settled()};
+  return problem;
+}
+
+// Regression (review): with buckets growing faster than one slot per delta, a band tile needs
+// more slots than its shared-memory window holds; such tables are refused, not misread.
+TEST(AttentionArgumentsTest, RejectsTablesWhoseTilesOutgrowTheSlotWindow) {
+  // Control: the v3 table passes validation and fails only later, at the missing cuBLAS handle.
+  const RelativePositionIndex v3(V3Positions(true));
+  EXPECT_EQ(kernels::DisentangledAttentionForward(HostOnlyProblem(v3), nullptr, nullptr, nullptr),
+            cudaErrorUnknown);
+  ModelConfig config = V3Positions(true);
+  config.max_relative_positions = 256;  // (256 - 1) / 128 < e: up to 2 slots per delta.
+  const RelativePositionIndex index(config);
+  EXPECT_EQ(
+      kernels::DisentangledAttentionForward(HostOnlyProblem(index), nullptr, nullptr, nullptr),
+      cudaErrorInvalidValue);
+}
+
+TEST(AttentionArgumentsTest, RejectsUnsettledTables) {
+  ModelConfig config = V3Positions(true);
+  config.position_buckets = 5;
+  config.max_relative_positions = 512;
+  const RelativePositionIndex index(config);
+  ASSERT_FALSE(index.settled());
+  EXPECT_EQ(
+      kernels::DisentangledAttentionForward(HostOnlyProblem(index), nullptr, nullptr, nullptr),
+      cudaErrorInvalidValue);
+}
+
+TEST(AttentionArgumentsTest, RejectsMisalignedTensors) {
+  const RelativePositionIndex index(V3Positions(true));
+  kernels::AttentionProblem problem = HostOnlyProblem(index);
+  problem.k = static_cast<const int16_t*>(problem.q) + 1;  // 2 bytes off.
+  EXPECT_EQ(kernels::DisentangledAttentionForward(problem, nullptr, nullptr, nullptr),
+            cudaErrorInvalidValue);
+}
+
 TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
   const RelativePositionIndex index(V3Positions(true));
   kernels::AttentionProblem problem;
