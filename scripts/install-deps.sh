@@ -13,6 +13,8 @@ packages=(
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libyaml-cpp-dev libsentencepiece-dev nlohmann-json3-dev libopenblas-dev libutf8proc-dev
   libgtest-dev libgmock-dev libspdlog-dev
+  # Metrics endpoint (HTTP server) and the official exposition parser its test uses.
+  libcivetweb-dev python3-prometheus-client
   # spm_train, used to build the demo model's tokenizer.
   sentencepiece
   # Python used by test helpers (Debian's interpreter and its packages).
