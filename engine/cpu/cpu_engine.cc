@@ -83,6 +83,24 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(Checkpoint checkpoi
     layer.pos_query = Linear{};
   }
   weights.relative_embeddings = DenseTensor{};
+
+  // ConvLayer weight [H_out, H/groups, kernel] regrouped once as taps[q] = W[:, :, q]
+  // ([H_out, H/groups] each, contiguous for the BLAS); the original layout is not used again.
+  if (config.has_conv()) {
+    const int64_t h = config.hidden_size;
+    const int64_t kernel = config.conv_kernel_size;
+    const int64_t group_width = h / config.conv_groups;
+    engine->conv_taps_.resize(static_cast<size_t>(kernel * h * group_width));
+    for (int64_t o = 0; o < h; ++o) {
+      for (int64_t ch = 0; ch < group_width; ++ch) {
+        for (int64_t q = 0; q < kernel; ++q) {
+          engine->conv_taps_[static_cast<size_t>((q * h + o) * group_width + ch)] =
+              weights.conv_weight.values[static_cast<size_t>((o * group_width + ch) * kernel + q)];
+        }
+      }
+    }
+    weights.conv_weight = DenseTensor{};
+  }
   return engine;
 }
 
@@ -95,7 +113,7 @@ EngineInfo CpuEngine::Info() const {
   int64_t bytes = FloatBytes(weights_.word_embeddings.values) +
                   FloatBytes(weights_.position_embeddings.values) +
                   FloatBytes(weights_.token_type_embeddings.values) +
-                  FloatBytes(weights_.embed_proj.values) + FloatBytes(weights_.conv_weight.values) +
+                  FloatBytes(weights_.embed_proj.values) + FloatBytes(conv_taps_) +
                   LinearBytes(weights_.pooler) + LinearBytes(weights_.classifier);
   for (size_t l = 0; l < weights_.layers.size(); ++l) {
     const EncoderLayerWeights& layer = weights_.layers[l];
@@ -203,16 +221,6 @@ void CpuEngine::Convolution(const PackedBatch& batch, const std::vector<float>& 
   const int64_t pad = (kernel - 1) / 2;
   const int64_t groups = config_.conv_groups;
   const int64_t group_width = h / groups;
-  // taps[q]: [H_out, Cg] = W[:, :, q], contiguous for the BLAS.
-  std::vector<float> taps(static_cast<size_t>(kernel * h * group_width));
-  for (int64_t o = 0; o < h; ++o) {
-    for (int64_t ch = 0; ch < group_width; ++ch) {
-      for (int64_t q = 0; q < kernel; ++q) {
-        taps[static_cast<size_t>((q * h + o) * group_width + ch)] =
-            weights_.conv_weight.values[static_cast<size_t>((o * group_width + ch) * kernel + q)];
-      }
-    }
-  }
   std::vector<float> conv(static_cast<size_t>(tokens * h));
   for (int64_t t = 0; t < tokens; ++t) {
     std::copy(weights_.conv_bias.begin(), weights_.conv_bias.end(), conv.begin() + t * h);
@@ -227,8 +235,8 @@ void CpuEngine::Convolution(const PackedBatch& batch, const std::vector<float>& 
       for (int64_t g = 0; g < groups; ++g) {
         cpu::Gemm(last - first, group_width, group_width, 1.0f,
                   {embeddings.data() + (base + first + q - pad) * h + g * group_width, h, false},
-                  {taps.data() + (q * h + g * group_width) * group_width, group_width, true}, 1.0f,
-                  conv.data() + (base + first) * h + g * group_width, h);
+                  {conv_taps_.data() + (q * h + g * group_width) * group_width, group_width, true},
+                  1.0f, conv.data() + (base + first) * h + g * group_width, h);
       }
     }
   }

@@ -46,6 +46,7 @@ class CpuEngine final : public Engine {
   ModelConfig config_;
   ModelWeights weights_;
   std::vector<LayerPlan> plans_;
+  std::vector<float> conv_taps_;  // [kernel, H, H/groups]: ConvLayer taps, when configured.
   std::optional<RelativePositionIndex> index_;
   float scale_ = 1.0f;
   int blas_threads_ = 0;
