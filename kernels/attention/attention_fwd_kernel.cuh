@@ -5,12 +5,19 @@
 // Per key tile the position bias is added to S = Q K^T before the softmax. The tile's delta range
 // classifies it (shared/KERNELS.md 2.8):
 //   saturated (every delta >= hi_threshold, or every delta <= lo_threshold): one slot s for the
-//     whole tile, bias[i,j] = c_i + p_j with c_i = C2P[h, i, s] held in registers and
-//     p_j = P2C[h, j, s] staged in shared memory;
+//     whole tile, bias[i,j] = c_i + p_j with c_i = C2P[h, i, s] and p_j = P2C[h, j, s] staged in
+//     shared memory;
 //   band (otherwise): the C2P rows of the tile's queries and the P2C rows of its keys, restricted
 //     to the window of slots the tile's deltas reach (<= 127 of them), are copied into shared
-//     memory next to K and V, and bias[i,j] = C2P_win[i, idx(i-j)] + P2C_win[j, idx(i-j)].
-// No bias value is gathered from global memory element by element.
+//     memory next to K and V, and bias[i,j] = C2P_win[i, idx(i-j)] + P2C_win[j, idx(i-j)]. In
+//     the linear region of idx (v3: |delta| <= 128) the window column is i - j + constant, read
+//     at compile-time offsets without the slot table.
+// With kComputeWindows (short sequences, d <= 64) there are no tables: every tile is a band tile
+// whose windows the CTA computes from PosK / PosQ [2k, H, d] with MMAs (C2P_win = Q_blk .
+// PosK_win^T, P2C_win = K_blk . PosQ_win^T, [64, <= 128] each), which replaces the two table
+// GEMMs and their DRAM round trip.
+// No bias value is gathered from global memory element by element. K (with the tile's bias
+// operands) and V are loaded one step ahead (FlashAttention-2's order, two barriers per tile).
 // Shapes: Q/K/V tiles [64, D] in shared memory (rows padded by 8 elements so that ldmatrix rows
 // fall on distinct banks); C2P/P2C windows [64, kSlotWindow]; S [16, 64] and O [16, D] per warp
 // in registers.
@@ -35,15 +42,29 @@ struct AttentionTraits {
   static constexpr int kBlockN = 64;
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
+  // Resident CTAs per SM the register budget is capped for. Shared memory allows three at
+  // d <= 64, which needs <= 168 registers: the table kernel gets there uncapped (166 at d = 64
+  // with CUDA 13.0; capping it at 168 made ptxas spill), the computed-window kernel (~190
+  // uncapped) is capped, without spills.
+  static constexpr int kMinBlocksPerSm = 2;
+  static constexpr int kMinBlocksPerSmComputed = kHeadDim <= 64 ? 3 : 2;
   static constexpr int kRowStride = kHeadDim + 8;  // Elements per shared-memory row.
   static constexpr int kTileElements = kBlockM * kRowStride;
   static constexpr int kWindowElements = kBlockM * kSlotWindow;
-  // Q, K, V tiles; the C2P and P2C windows; the saturated column terms (float). K and V are not
-  // double-buffered: measured on the H200, the extra 36 KB cost a resident CTA per SM and ran
-  // 1.35x slower at L = 8192 than waiting for each tile with three CTAs per SM.
+  // The computed-window mode (d <= 64) stages PosK / PosQ rows [kComputedWindow, d] where the
+  // C2P / P2C windows later go: each bias region holds either.
+  static constexpr bool kCanComputeWindows = kHeadDim <= 64;
+  static constexpr int kPositionWindowElements = kComputedWindow * kRowStride;
+  static constexpr int kBiasRegionElements =
+      kCanComputeWindows && kPositionWindowElements > kWindowElements ? kPositionWindowElements
+                                                                      : kWindowElements;
+  // Q, K, V tiles; the C2P and P2C windows; the saturated column terms and the two row terms per
+  // query row (float); the slot table. K and V are not double-buffered: measured on the H200,
+  // the extra 36 KB cost a resident CTA per SM and ran 1.35x slower at L = 8192 than waiting for
+  // each tile with three CTAs per SM.
   static constexpr int kSharedBytes =
-      (3 * kTileElements + 2 * kWindowElements) * static_cast<int>(sizeof(Element)) +
-      kBlockN * static_cast<int>(sizeof(float)) +
+      (3 * kTileElements + 2 * kBiasRegionElements) * static_cast<int>(sizeof(Element)) +
+      (kBlockN + 2 * kBlockM) * static_cast<int>(sizeof(float)) +
       (2 * kSharedLutBand + 1) * static_cast<int>(sizeof(int16_t));
   static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks.
   static_assert(kBlockM == kBlockN, "tile loaders assume square tiles");
@@ -55,6 +76,9 @@ template <typename Traits>
 __device__ __forceinline__ void LoadTile(typename Traits::Element* tile,
                                          const typename Traits::Element* base, int64_t row_stride,
                                          int row0, int rows) {
+  // Not unrolled: the copies are issued while a tile's scores are live, where registers are
+  // scarce.
+#pragma unroll 1
   for (int chunk = threadIdx.x; chunk < Traits::kBlockM * Traits::kChunksPerRow;
        chunk += Traits::kThreads) {
     const int row = chunk / Traits::kChunksPerRow;
@@ -66,6 +90,104 @@ __device__ __forceinline__ void LoadTile(typename Traits::Element* tile,
   }
 }
 
+// Copies PosK / PosQ rows (slots) [first_slot, first_slot + rows) of one head (rows <=
+// kComputedWindow) into a padded shared tile [kComputedWindow, d]; slots at or past `slots` are
+// zero (never read).
+template <typename Traits>
+__device__ __forceinline__ void LoadPositionWindow(typename Traits::Element* tile,
+                                                   const typename Traits::Element* base,
+                                                   int64_t row_stride, int first_slot, int rows,
+                                                   int slots) {
+  // Not unrolled: it runs while a tile's scores are live, where registers are scarce.
+#pragma unroll 1
+  for (int chunk = threadIdx.x; chunk < rows * Traits::kChunksPerRow; chunk += Traits::kThreads) {
+    const int row = chunk / Traits::kChunksPerRow;
+    const int column = (chunk % Traits::kChunksPerRow) * 8;
+    const bool valid = first_slot + row < slots;
+    const typename Traits::Element* source =
+        valid ? base + static_cast<int64_t>(first_slot + row) * row_stride + column : base;
+    CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
+  }
+}
+
+// One warp's 16 rows of a computed bias window: window[r, s] = A_r . Pos[s] for s < 16 * pairs
+// (<= kComputedWindow), with A [16, d] the warp's fragments `a` (k-steps of m16n8k16) or, with
+// kAFromShared, 16 padded shared rows at `a_rows` read fragment by fragment (fewer live
+// registers), and Pos the staged [kComputedWindow, d] tile. Returned packed in the input dtype in
+// the m16n8 C layout of 16 column tiles: packed[t][0] = (row group, columns 8t + 2 quad, +1),
+// packed[t][1] = row group + 8. fp32 accumulation, rounded once, as the table GEMM does.
+template <typename Traits, bool kAFromShared, bool kWhole>
+__device__ __forceinline__ void ComputeWindowRowsImpl(uint32_t (&packed)[kComputedWindow / 8][2],
+                                                      const uint32_t (&a)[Traits::kHeadDim / 16][4],
+                                                      const typename Traits::Element* a_rows,
+                                                      const typename Traits::Element* pos,
+                                                      int pairs, int lane) {
+  using MmaOp = Mma<typename Traits::Element>;
+#pragma unroll
+  for (int pair = 0; pair < kComputedWindow / 16; ++pair) {
+    if (!kWhole && pair >= pairs) break;  // Uniform across the CTA.
+    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
+      uint32_t a_kk[4];
+      if constexpr (kAFromShared) {
+        const int row = (lane % 8) + ((lane / 8) % 2) * 8;
+        const int column = kk * 16 + (lane / 16) * 8;
+        LdMatrixX4(a_kk, a_rows + row * Traits::kRowStride + column);
+      } else {
+        a_kk[0] = a[kk][0];
+        a_kk[1] = a[kk][1];
+        a_kk[2] = a[kk][2];
+        a_kk[3] = a[kk][3];
+      }
+      uint32_t b[4];
+      const int row = pair * 16 + (lane % 8) + (lane / 16) * 8;
+      const int column = kk * 16 + ((lane / 8) % 2) * 8;
+      LdMatrixX4(b, pos + row * Traits::kRowStride + column);
+      MmaOp::Run(acc[0], a_kk, b[0], b[1]);
+      MmaOp::Run(acc[1], a_kk, b[2], b[3]);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      packed[2 * pair + h][0] = MmaOp::Pack(acc[h][0], acc[h][1]);
+      packed[2 * pair + h][1] = MmaOp::Pack(acc[h][2], acc[h][3]);
+    }
+  }
+}
+
+// Whole windows (every tile within 127 deltas of the diagonal at v3) take a fully unrolled
+// copy: with the early exit the compiler serialised the 16-slot pairs (L = 128 ran 15% slower).
+template <typename Traits, bool kAFromShared>
+__device__ __forceinline__ void ComputeWindowRows(uint32_t (&packed)[kComputedWindow / 8][2],
+                                                  const uint32_t (&a)[Traits::kHeadDim / 16][4],
+                                                  const typename Traits::Element* a_rows,
+                                                  const typename Traits::Element* pos, int pairs,
+                                                  int lane) {
+  if (pairs == kComputedWindow / 16) {
+    ComputeWindowRowsImpl<Traits, kAFromShared, true>(packed, a, a_rows, pos, pairs, lane);
+  } else {
+    ComputeWindowRowsImpl<Traits, kAFromShared, false>(packed, a, a_rows, pos, pairs, lane);
+  }
+}
+
+// Stores ComputeWindowRows' result (its first 16 * pairs columns) as rows row0 .. row0 + 15 of
+// a [64, kSlotWindow] window.
+template <typename Traits>
+__device__ __forceinline__ void StoreWindowRows(typename Traits::Element* window,
+                                                const uint32_t (&packed)[kComputedWindow / 8][2],
+                                                int row0, int pairs, int lane) {
+  const int group = lane / 4;
+  const int quad = lane % 4;
+#pragma unroll
+  for (int t = 0; t < kComputedWindow / 8; ++t) {
+    if (t >= 2 * pairs) break;
+    *reinterpret_cast<uint32_t*>(window + (row0 + group) * kSlotWindow + t * 8 + quad * 2) =
+        packed[t][0];
+    *reinterpret_cast<uint32_t*>(window + (row0 + group + 8) * kSlotWindow + t * 8 + quad * 2) =
+        packed[t][1];
+  }
+}
+
 // Copies slots [window0, window0 + kSlotWindow) of table rows first_row .. first_row + 63 (rows
 // past `last_row` repeat it: their values are never used) into a [64, kSlotWindow] window.
 template <typename Traits>
@@ -74,6 +196,8 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
                                            int first_row, int last_row, int slot_stride,
                                            int window0) {
   constexpr int kChunks = kSlotWindow / 8;
+  // Not unrolled: it runs while a tile's scores are live, where registers are scarce.
+#pragma unroll 1
   for (int chunk = threadIdx.x; chunk < Traits::kBlockM * kChunks; chunk += Traits::kThreads) {
     const int row = chunk / kChunks;
     const int column = (chunk % kChunks) * 8;
@@ -83,9 +207,16 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
   }
 }
 
-template <typename Traits>
-__global__ void __launch_bounds__(Traits::kThreads, 2)
+// kComputeWindows: no C2P/P2C tables; every tile is treated as a band tile whose windows are
+// computed from PosK / PosQ (params.pos_key / pos_query) with MMAs: C2P_win [64, span] = Q_blk
+// [64, d] . PosK[w0 .. w0 + span - 1]^T and P2C_win [64, span] = K_blk [64, d] . PosQ[w0 ..]^T,
+// span <= kComputedWindow.
+template <typename Traits, bool kComputeWindows>
+__global__ void __launch_bounds__(Traits::kThreads, kComputeWindows
+                                                        ? Traits::kMinBlocksPerSmComputed
+                                                        : Traits::kMinBlocksPerSm)
     DisentangledAttentionKernel(const AttentionParams<typename Traits::Element> params) {
+  static_assert(!kComputeWindows || Traits::kCanComputeWindows, "bias region too small");
   using Element = typename Traits::Element;
   using MmaOp = Mma<Element>;
   constexpr int D = Traits::kHeadDim;
@@ -114,17 +245,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
   Element* sK = sQ + Traits::kTileElements;
   Element* sV = sK + Traits::kTileElements;
   Element* sC2P = sV + Traits::kTileElements;
-  Element* sP2C = sC2P + Traits::kWindowElements;
-  float* sPSaturated = reinterpret_cast<float*>(sP2C + Traits::kWindowElements);
-  int16_t* sLut = reinterpret_cast<int16_t*>(sPSaturated + kN);
-  // The slot table in shared memory when it is small (v3: band 512, 1025 entries).
-  const bool lut_in_shared = params.band <= kSharedLutBand;
-  if (lut_in_shared && (params.c2p != nullptr || params.p2c != nullptr)) {
-    for (int i = threadIdx.x; i <= 2 * params.band; i += Traits::kThreads) {
-      sLut[i] = static_cast<int16_t>(params.lut[i]);
-    }
-  }
-
+  Element* sP2C = sC2P + Traits::kBiasRegionElements;
+  float* sPSaturated = reinterpret_cast<float*>(sP2C + Traits::kBiasRegionElements);
+  float* sCSaturated = sPSaturated + kN;  // [2][kBlockM]: slot_hi, then slot_lo.
+  int16_t* sLut = reinterpret_cast<int16_t*>(sCSaturated + 2 * Traits::kBlockM);
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int group = lane / 4;
@@ -136,42 +260,151 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
       params.k + static_cast<int64_t>(seq_start) * params.k_row_stride + head * D;
   const Element* v_base =
       params.v + static_cast<int64_t>(seq_start) * params.v_row_stride + head * D;
-
   LoadTile<Traits>(sQ, q_base, params.q_row_stride, m0, seqlen);
   CpAsyncCommit();
-  CpAsyncWait<0>();
+
+  // The slot table in shared memory when it is small (v3: band 512, 1025 entries), at [delta +
+  // band]; only the entries this CTA's tiles can reach: deltas m0 - 64 * n_blocks + 1 .. m0 + 63
+  // (clamped to the band), 191 of them at L = 128.
+  const bool lut_in_shared = kComputeWindows || params.band <= kSharedLutBand;
+  const bool has_c2p = kComputeWindows ? params.pos_key != nullptr : params.c2p != nullptr;
+  const bool has_p2c = kComputeWindows ? params.pos_query != nullptr : params.p2c != nullptr;
+  const bool has_positions = has_c2p || has_p2c;
+  if (lut_in_shared && has_positions) {
+    const int reach = (seqlen + kN - 1) / kN * kN;
+    const int first = max(0, m0 - reach + 1 + params.band);
+    const int last = min(2 * params.band, m0 + Traits::kBlockM - 1 + params.band);
+    for (int i = first + static_cast<int>(threadIdx.x); i <= last; i += Traits::kThreads) {
+      sLut[i] = static_cast<int16_t>(params.lut[i]);
+    }
+  }
+  // The slot table copy is read by every thread when it classifies tiles.
   __syncthreads();
 
-  // Q fragments of this warp's 16 rows, for every k-step.
-  uint32_t q_fragments[kKSteps][4];
-#pragma unroll
-  for (int kk = 0; kk < kKSteps; ++kk) {
-    const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-    const int column = kk * 16 + (lane / 16) * 8;
-    LdMatrixX4(q_fragments[kk], sQ + row * Traits::kRowStride + column);
-  }
-
-  // This thread's two rows (local), as query positions in the sequence, and their C2P terms at
-  // the two saturated slots.
+  // This thread's two rows (local), as query positions in the sequence.
   const int row_local[2] = {warp * 16 + group, warp * 16 + group + 8};
-  const bool has_positions = params.c2p != nullptr || params.p2c != nullptr;
+  const int query[2] = {m0 + row_local[0], m0 + row_local[1]};
   const int64_t table_base = static_cast<int64_t>(head) * params.total_tokens + seq_start;
-  int query[2];
-  float c_hi[2] = {0.0f, 0.0f};
-  float c_lo[2] = {0.0f, 0.0f};
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    query[r] = m0 + row_local[r];
+  // The row terms of saturated tiles, c_i = C2P[h, i, s] * scale_log2 for s = slot_hi, slot_lo,
+  // in shared memory (registers are scarce; published by the prologue's barrier).
+  if (!kComputeWindows && threadIdx.x < Traits::kBlockM) {
+    float c_hi = 0.0f;
+    float c_lo = 0.0f;
     if (params.c2p != nullptr) {
       // A saturated slot outside the batch's slot range belongs to no tile of this batch.
       const Element* row =
-          params.c2p + (table_base + min(query[r], seqlen - 1)) * params.slot_stride;
+          params.c2p +
+          (table_base + min(m0 + static_cast<int>(threadIdx.x), seqlen - 1)) * params.slot_stride;
       const int hi = params.slot_hi - params.slot_base;
       const int lo = params.slot_lo - params.slot_base;
-      if (hi >= 0 && hi < params.slots) c_hi[r] = ToFloat(row[hi]);
-      if (lo >= 0 && lo < params.slots) c_lo[r] = ToFloat(row[lo]);
+      if (hi >= 0 && hi < params.slots) c_hi = ToFloat(row[hi]) * params.scale_log2;
+      if (lo >= 0 && lo < params.slots) c_lo = ToFloat(row[lo]) * params.scale_log2;
     }
+    sCSaturated[threadIdx.x] = c_hi;
+    sCSaturated[Traits::kBlockM + threadIdx.x] = c_lo;
   }
+
+  // Class of the key tile at n0 (from its delta range, shared/KERNELS.md 2.8): a saturated tile
+  // reads one slot (fixed_slot); a band tile stages the window of slots window0 ..
+  // window0 + kSlotWindow - 1 (relative to slot_base), and a linear band tile (every delta in
+  // [-linear_band, linear_band]) finds slot(delta) = slot_zero + delta without the table.
+  struct TileClass {
+    int fixed_slot;
+    int window0;
+    int span;   // Computed windows: slots from window0 through the tile's last slot.
+    bool high;  // Saturated at slot_hi (else slot_lo).
+    bool linear;
+  };
+  auto classify = [&](int n0) {
+    const int delta_min = m0 - (n0 + kN - 1);
+    const int delta_max = (m0 + Traits::kBlockM - 1) - n0;
+    TileClass tile;
+    tile.high = delta_min >= params.hi_threshold;
+    tile.fixed_slot = tile.high                          ? params.slot_hi
+                      : delta_max <= params.lo_threshold ? params.slot_lo
+                                                         : -1;
+    // Computed windows hold any tile's slots: saturated tiles run as band tiles there.
+    if (kComputeWindows) tile.fixed_slot = -1;
+    tile.linear = delta_min >= -params.linear_band && delta_max <= params.linear_band;
+    tile.window0 = 0;
+    tile.span = 0;
+    if (has_positions && tile.fixed_slot < 0) {
+      const int first = max(-params.band, min(params.band, delta_min)) + params.band;
+      const int first_slot = lut_in_shared ? sLut[first] : __ldg(params.lut + first);
+      // Deltas of the tile outside the sequence can fall below the batch's first slot; valid
+      // pairs never do, so the window starts at the batch's first slot at the lowest.
+      tile.window0 = kComputeWindows ? first_slot : max(0, first_slot - params.slot_base) & ~7;
+      if (kComputeWindows) {
+        // Log buckets: a tile's 127 deltas reach fewer slots away from the diagonal (v3: 26 of
+        // them for deltas 385 .. 511, one on saturated tiles), and only those are computed.
+        const int last = max(-params.band, min(params.band, delta_max)) + params.band;
+        tile.span = sLut[last] - first_slot + 1;
+      }
+    }
+    return tile;
+  };
+
+  // Asynchronous copies of key tile n0's K rows and bias operands (C2P/P2C windows of a band
+  // tile), and of its V rows. The saturated column term p_j = P2C[h, j, s] * scale_log2 is read
+  // into a register here and stored to shared memory by store_p_saturated once the current tile is
+  // done with it.
+  float p_saturated_next = 0.0f;
+  auto issue_k_and_bias = [&](int n0) {
+    LoadTile<Traits>(sK, k_base, params.k_row_stride, n0, seqlen);
+    const TileClass tile = classify(n0);
+    if (kComputeWindows) {
+      const int64_t head_column = static_cast<int64_t>(head) * D;
+      const int rows = (tile.span + 15) / 16 * 16;  // Whole 16-slot MMA column pairs.
+      if (has_c2p) {
+        LoadPositionWindow<Traits>(sC2P, params.pos_key + head_column, params.pos_row_stride,
+                                   tile.window0, rows, params.pos_rows);
+      }
+      if (has_p2c) {
+        LoadPositionWindow<Traits>(sP2C, params.pos_query + head_column, params.pos_row_stride,
+                                   tile.window0, rows, params.pos_rows);
+      }
+    } else if (has_positions && tile.fixed_slot < 0) {
+      if (params.c2p != nullptr) {
+        LoadWindow<Traits>(sC2P, params.c2p, table_base, m0, seqlen - 1, params.slot_stride,
+                           tile.window0);
+      }
+      if (params.p2c != nullptr) {
+        LoadWindow<Traits>(sP2C, params.p2c, table_base, n0, seqlen - 1, params.slot_stride,
+                           tile.window0);
+      }
+    } else if (has_positions && threadIdx.x < kN && params.p2c != nullptr) {
+      const int key = min(n0 + static_cast<int>(threadIdx.x), seqlen - 1);
+      p_saturated_next = ToFloat(params.p2c[(table_base + key) * params.slot_stride +
+                                            tile.fixed_slot - params.slot_base]) *
+                         params.scale_log2;
+    }
+  };
+  auto store_p_saturated = [&]() {
+    if (!kComputeWindows && threadIdx.x < kN) sPSaturated[threadIdx.x] = p_saturated_next;
+  };
+
+  // Software pipeline over key tiles, two barriers per tile (FlashAttention-2's order):
+  //   KB(n), the K rows and bias operands of tile n, load during tile n-1's softmax and P V;
+  //   V(n) loads during tile n's Q K^T and bias.
+  // Prologue: KB(0) follows Q (issued above); only Q is waited for here.
+  issue_k_and_bias(0);
+  store_p_saturated();
+  CpAsyncCommit();
+  CpAsyncWait<1>();
+  __syncthreads();
+
+  // Q fragments of this warp's 16 rows, for every k-step (sQ is never overwritten: with
+  // computed windows they are reloaded per tile rather than held across the window MMAs).
+  uint32_t q_fragments[kKSteps][4];
+  auto load_q_fragments = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < kKSteps; ++kk) {
+      const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+      const int column = kk * 16 + (lane / 16) * 8;
+      LdMatrixX4(q_fragments[kk], sQ + row * Traits::kRowStride + column);
+    }
+  };
+  load_q_fragments();
 
   float o[kDTiles][4];
 #pragma unroll
@@ -184,42 +417,36 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
   const int n_blocks = (seqlen + kN - 1) / kN;
   for (int n_block = 0; n_block < n_blocks; ++n_block) {
     const int n0 = n_block * kN;
-    __syncthreads();  // Every warp is done with the previous K/V tile.
-    LoadTile<Traits>(sK, k_base, params.k_row_stride, n0, seqlen);
-    LoadTile<Traits>(sV, v_base, params.v_row_stride, n0, seqlen);
-    // Tile class from its delta range, and the bias operands it needs in shared memory.
-    const int delta_min = m0 - (n0 + kN - 1);
-    const int delta_max = (m0 + Traits::kBlockM - 1) - n0;
-    const int fixed_slot = delta_min >= params.hi_threshold   ? params.slot_hi
-                           : delta_max <= params.lo_threshold ? params.slot_lo
-                                                              : -1;
-    int window0 = 0;
-    if (has_positions && fixed_slot < 0) {
-      const int first_slot =
-          __ldg(params.lut + max(-params.band, min(params.band, delta_min)) + params.band);
-      // Deltas of the tile outside the sequence can fall below the batch's first slot; valid
-      // pairs never do, so the window starts at the batch's first slot at the lowest.
-      window0 = max(0, first_slot - params.slot_base) & ~7;
-      if (params.c2p != nullptr) {
-        LoadWindow<Traits>(sC2P, params.c2p, table_base, m0, seqlen - 1, params.slot_stride,
-                           window0);
-      }
-      if (params.p2c != nullptr) {
-        LoadWindow<Traits>(sP2C, params.p2c, table_base, n0, seqlen - 1, params.slot_stride,
-                           window0);
-      }
-    } else if (has_positions && fixed_slot >= 0 && threadIdx.x < kN) {
-      // The column term of a saturated tile, already in the exp2 domain (0 without p2c).
-      const int key = min(n0 + static_cast<int>(threadIdx.x), seqlen - 1);
-      sPSaturated[threadIdx.x] = params.p2c == nullptr
-                                     ? 0.0f
-                                     : ToFloat(params.p2c[(table_base + key) * params.slot_stride +
-                                                          fixed_slot - params.slot_base]) *
-                                           params.scale_log2;
-    }
-    CpAsyncCommit();
+    const bool has_next = n_block + 1 < n_blocks;
+    // KB(n) has landed and every thread's copies are visible; every warp is done with sV
+    // (P V of tile n - 1): start V(n).
     CpAsyncWait<0>();
     __syncthreads();
+    LoadTile<Traits>(sV, v_base, params.v_row_stride, n0, seqlen);
+    CpAsyncCommit();
+    const TileClass tile = classify(n0);
+
+    if (kComputeWindows && has_positions) {
+      // The bias regions hold PosK / PosQ rows w0 .. w0 + 16 pairs - 1; replace them by the C2P /
+      // P2C windows of this warp's 16 query rows and 16 keys (each read whole PosK / PosQ rows, so
+      // a barrier separates the reads from the in-place stores).
+      uint32_t packed[kComputedWindow / 8][2];
+      const int pairs = (tile.span + 15) / 16;
+      if (has_c2p) {
+        ComputeWindowRows<Traits, true>(packed, q_fragments, sQ + warp * 16 * Traits::kRowStride,
+                                        sC2P, pairs, lane);
+        __syncthreads();
+        StoreWindowRows<Traits>(sC2P, packed, warp * 16, pairs, lane);
+      }
+      if (has_p2c) {
+        ComputeWindowRows<Traits, true>(packed, q_fragments, sK + warp * 16 * Traits::kRowStride,
+                                        sP2C, pairs, lane);
+        __syncthreads();
+        StoreWindowRows<Traits>(sP2C, packed, warp * 16, pairs, lane);
+      }
+      __syncthreads();
+      load_q_fragments();
+    }
 
     // S = Q K^T: [16, 64] per warp.
     float s[kNTiles][4];
@@ -240,8 +467,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
 
     // Scores to the exp2 domain with the bias folded in: s <- s * scale + bias * scale. The tile
     // class is uniform across the CTA, so each branch below runs without divergence; the
-    // per-element work is one FFMA (no positions), one LDS + FADD + FFMA (saturated), or a
-    // table lookup and two LDS (band).
+    // per-element work is one FFMA (no positions), one LDS + FADD + FFMA (saturated), two LDS at
+    // compile-time offsets (linear band), or a table lookup and two LDS (band).
     const float scale = params.scale_log2;
     if (!has_positions) {
 #pragma unroll
@@ -249,16 +476,37 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
 #pragma unroll
         for (int e = 0; e < 4; ++e) s[t][e] *= scale;
       }
-    } else if (fixed_slot >= 0) {
-      const bool high = delta_min >= params.hi_threshold;
-      const float row_term[2] = {(high ? c_hi[0] : c_lo[0]) * scale,
-                                 (high ? c_hi[1] : c_lo[1]) * scale};
+    } else if (tile.fixed_slot >= 0) {
+      const float* c_saturated = sCSaturated + (tile.high ? 0 : Traits::kBlockM);
+      const float row_term[2] = {c_saturated[row_local[0]], c_saturated[row_local[1]]};
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int column = t * 8 + quad * 2 + (e % 2);
           s[t][e] = fmaf(s[t][e], scale, row_term[e / 2] + sPSaturated[column]);
+        }
+      }
+    } else if (tile.linear) {
+      // Window slot of element (row i, key j) = slot_zero + (i - j) - slot_base - window0: with
+      // j = n0 + 8t + 2 quad + e, the row part is per thread and the column part compile-time,
+      // so C2P_win[i, .] and P2C_win[j, .] (row stride kSlotWindow) are read at fixed offsets.
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int slot0 =
+            params.slot_zero + query[r] - n0 - quad * 2 - params.slot_base - tile.window0;
+        const Element* c2p_row = sC2P + row_local[r] * kSlotWindow + slot0;
+        const Element* p2c_row = sP2C + quad * 2 * kSlotWindow + slot0;
+#pragma unroll
+        for (int t = 0; t < kNTiles; ++t) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int column = t * 8 + e;  // Past quad * 2.
+            float bias = 0.0f;
+            if (has_c2p) bias += ToFloat(c2p_row[-column]);
+            if (has_p2c) bias += ToFloat(p2c_row[column * (kSlotWindow - 1)]);
+            s[t][2 * r + e] = fmaf(s[t][2 * r + e], scale, bias * scale);
+          }
         }
       }
     } else {
@@ -271,10 +519,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
           const int delta = max(-params.band, min(params.band, query[r] - (n0 + column)));
           const int slot = (lut_in_shared ? static_cast<int>(sLut[delta + params.band])
                                           : __ldg(params.lut + delta + params.band)) -
-                           params.slot_base - window0;
+                           params.slot_base - tile.window0;
           float bias = 0.0f;
-          if (params.c2p != nullptr) bias += ToFloat(sC2P[row_local[r] * kSlotWindow + slot]);
-          if (params.p2c != nullptr) bias += ToFloat(sP2C[column * kSlotWindow + slot]);
+          if (has_c2p) bias += ToFloat(sC2P[row_local[r] * kSlotWindow + slot]);
+          if (has_p2c) bias += ToFloat(sP2C[column * kSlotWindow + slot]);
           s[t][e] = fmaf(s[t][e], scale, bias * scale);
         }
       }
@@ -291,6 +539,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
           if (!valid) s[t][e] = -INFINITY;
         }
       }
+    }
+
+    // V(n) has landed; every warp is done with sK and the bias operands of this tile: start
+    // the next tile's.
+    CpAsyncWait<0>();
+    __syncthreads();
+    if (has_next) {
+      issue_k_and_bias(n0 + kN);
+      CpAsyncCommit();
     }
 
     // Online softmax (exp2 domain): rescale the running state to the new row maxima.
@@ -338,6 +595,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 2)
         MmaOp::Run(o[2 * pair + 1], p_fragment, v_fragment[2], v_fragment[3]);
       }
     }
+
+    // The next saturated column term (read since the barrier above, where every warp was done
+    // with this tile's) goes to shared memory; the next iteration's first barrier publishes it.
+    if (has_next) store_p_saturated();
   }
 
   // Normalise and store the two rows of this thread.

@@ -9,6 +9,10 @@ namespace dflash::kernels {
 // Slots staged per band tile: a 64 x 64 tile spans 127 deltas, so at most 127 slots, plus up to
 // 7 for aligning the window start down to an 8-slot boundary: 134, rounded up to 136.
 inline constexpr int kSlotWindow = 136;
+// Slots computed per band tile when the kernel makes the windows itself: the window starts at
+// the tile's first slot (no alignment), and 127 deltas reach at most 127 slots when idx grows by
+// at most one slot per delta (the host checks).
+inline constexpr int kComputedWindow = 128;
 inline constexpr int kTableSlack = kSlotWindow;
 // Slot tables with |delta| <= this many entries each side are kept in shared memory as int16
 // (DeBERTa-v3 needs 512).
@@ -29,6 +33,12 @@ struct AttentionParams {
   // null. Each table is followed by kTableSlack elements so window loads may run past its end.
   const Element* c2p;
   const Element* p2c;
+  // Instead of the tables (kernel built with kComputeWindows): PosK / PosQ [pos_rows, H, d] (row
+  // stride pos_row_stride elements); band tiles compute their C2P / P2C windows with MMAs.
+  const Element* pos_key;
+  const Element* pos_query;
+  int64_t pos_row_stride;
+  int pos_rows;
   int slots;
   int slot_stride;
   int slot_base;
@@ -48,6 +58,11 @@ struct AttentionParams {
   int hi_threshold;
   int slot_lo;
   int slot_hi;
+  // idx(delta) = slot_zero + delta for every |delta| <= linear_band (v3: 128, the exact region of
+  // the log buckets): band tiles inside it compute slots arithmetically instead of reading the
+  // table (-1: no such region).
+  int linear_band;
+  int slot_zero;
   float* lse;
 };
 

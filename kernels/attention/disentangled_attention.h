@@ -13,7 +13,9 @@
 //   C2P[h, t, s] = Q_t . PosK[s],  P2C[h, t, s] = K_t . PosQ[s]   ([H, total_tokens, slots])
 // made by one batched GEMM each over the slots the longest sequence can reach; inside the kernel,
 // key tiles whose deltas all lie beyond the saturation thresholds read one slot per row and one
-// per column instead of gathering per element (shared/KERNELS.md section 2.8).
+// per column instead of gathering per element (shared/KERNELS.md section 2.8). For short
+// sequences (d <= 64, L <= 1024) the kernel computes the windows of these tables that each tile
+// needs from PosK/PosQ itself, with no GEMMs and no workspace.
 //
 // This header needs only the CUDA runtime API: kernels/ builds with the CUDA toolkit alone.
 #pragma once
@@ -74,7 +76,8 @@ struct AttentionProblem {
   float* lse = nullptr;
 };
 
-// Device scratch for the C2P/P2C tables: bytes needed for a problem (0 when no position term).
+// Device scratch for the C2P/P2C tables: bytes needed for a problem (0 when no position term, and
+// when the kernel computes the position windows itself: d <= 64 and sequences <= 1024).
 size_t AttentionWorkspaceBytes(const AttentionProblem& problem);
 
 // Runs the forward on `stream`. `workspace` must hold AttentionWorkspaceBytes(problem) bytes and

@@ -332,6 +332,34 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// Batches whose longest sequence is <= 512 (v3): every tile is a band tile. Up to L = 1024 the
+// kernel computes the C2P/P2C windows of each tile from PosK/PosQ with MMAs instead of reading
+// the tables of two GEMMs (d <= 64); PackedMixedLengthsMatchFloat64 covers saturated tiles there.
+class ComputedWindowsTest : public testing::TestWithParam<std::tuple<DataType, int, Positions>> {};
+
+TEST_P(ComputedWindowsTest, ShortPackedLengthsMatchFloat64) {
+  DFLASH_REQUIRE_GPU();
+  Case c;
+  std::tie(c.dtype, c.head_dim, c.positions) = GetParam();
+  c.lengths = {1, 2, 63, 64, 65, 127, 128, 129, 255, 256, 257, 383, 511, 512};
+  c.seed = static_cast<uint32_t>(1000 + c.head_dim * 31 + static_cast<int>(c.positions) * 7 +
+                                 static_cast<int>(c.dtype));
+  CheckAgainstFloat64(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    HalfTypes, ComputedWindowsTest,
+    testing::Combine(testing::Values(DataType::kFloat16, DataType::kBFloat16),
+                     testing::Values(32, 64),
+                     testing::Values(Positions::kC2P, Positions::kP2C, Positions::kBoth)),
+    [](const testing::TestParamInfo<std::tuple<DataType, int, Positions>>& param) {
+      std::string name = std::string(Name(std::get<0>(param.param))) + "_d" +
+                         std::to_string(std::get<1>(param.param)) + "_" +
+                         Name(std::get<2>(param.param));
+      std::replace(name.begin(), name.end(), '+', '_');
+      return name;
+    });
+
 TEST(AttentionTest, SingleSequencesAndLengthOne) {
   DFLASH_REQUIRE_GPU();
   for (int length : {1, 2, 64, 513}) {
@@ -528,8 +556,17 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
   auto table = [](size_t stride) {
     return ((12u * 1000 * stride + kernels::kTableSlack) * 2 + 255) / 256 * 256;
   };
-  // L = 128 reaches slots idx(-127) .. idx(127) = 129 .. 383: 255 slots, widened to 256.
+  // Up to L = 1024 the kernel computes its C2P/P2C windows from PosK/PosQ and needs no tables
+  // (d <= 64).
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+  problem.max_seqlen = 512;
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+  // L = 128 at d = 128 uses tables: slots idx(-127) .. idx(127) = 129 .. 383, 255 slots widened
+  // to 256.
+  problem.max_seqlen = 128;
+  problem.head_dim = 128;
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 2 * table(256));
+  problem.head_dim = 64;
   problem.max_seqlen = 8192;  // Every slot.
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 2 * table(512));
   problem.pos_query = nullptr;
