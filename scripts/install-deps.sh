@@ -13,6 +13,11 @@ packages=(
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libyaml-cpp-dev libsentencepiece-dev nlohmann-json3-dev libopenblas-dev libutf8proc-dev
   libgtest-dev libgmock-dev libspdlog-dev
+  # TLS for gRPC, SHA-256 and constant-time comparison of API keys.
+  libssl-dev
+  # The README's Python client example (grpcio; stubs from protoc + grpc_python_plugin) and
+  # the end-to-end tests' certificate script (openssl CLI).
+  python3-grpcio openssl
   # Metrics endpoint (HTTP server) and the official exposition parser its test uses.
   libcivetweb-dev python3-prometheus-client
   # spm_train, used to build the demo model's tokenizer.

@@ -4,7 +4,9 @@
 #   2. the main build (GCC, CUDA compiled where the toolkit exists) and its CTest suite: unit,
 #      golden-parity and engine tests; GPU tests skip with a visible message without a GPU;
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build and its CTest suite;
-#   4. the libFuzzer targets (clang) for DFLASH_FUZZ_SECONDS each (default 30).
+#   4. a ThreadSanitizer build of the concurrent server code (batcher, worker pool, admission,
+#      metrics, the gRPC service end to end) and those tests (label `tsan`);
+#   5. the libFuzzer targets (clang) for DFLASH_FUZZ_SECONDS each (default 30).
 # Usage: scripts/test.sh            (after scripts/install-deps.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,15 +42,15 @@ run_suite() {  # run_suite <name> <build-dir> <ctest args...>
   fi
 }
 
-echo "== 1/4 format"
+echo "== 1/5 format"
 scripts/check-format.sh
 
-echo "== 2/4 main build and tests"
+echo "== 2/5 main build and tests"
 cmake -S . -B build -G Ninja >/dev/null
 cmake --build build -j "$jobs"
 run_suite "main" build
 
-echo "== 3/4 ASan/UBSan build and tests"
+echo "== 3/5 ASan/UBSan build and tests"
 cmake -S . -B build-asan -G Ninja -DDFLASH_SANITIZE=address,undefined -DDFLASH_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j "$jobs"
@@ -56,7 +58,15 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 run_suite "asan+ubsan" build-asan
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
-echo "== 4/4 fuzzing (${fuzz_seconds}s per target)"
+echo "== 4/5 TSan build and concurrent server tests"
+cmake -S . -B build-tsan -G Ninja -DDFLASH_SANITIZE=thread -DDFLASH_CUDA=OFF \
+  -DCMAKE_BUILD_TYPE=Debug >/dev/null
+cmake --build build-tsan -j "$jobs" --target dflash_tsan_tests
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+run_suite "tsan" build-tsan -L tsan
+unset TSAN_OPTIONS
+
+echo "== 5/5 fuzzing (${fuzz_seconds}s per target)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DDFLASH_FUZZ=ON -DDFLASH_CUDA=OFF -DDFLASH_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
 cmake --build build-fuzz -j "$jobs" --target safetensors_header_fuzz model_config_fuzz

@@ -1,8 +1,12 @@
-// The one door to libsentencepiece. Debian's sentencepiece_processor.h (0.1.97) declares
-// `namespace absl { using std::string_view; }`, which clashes with Abseil's own absl::string_view
-// (Debian builds Abseil with ABSL_OPTION_USE_STD_STRING_VIEW 0). So this header and its .cc
-// include no Abseil or gRPC header: the interface uses std types only, failures come back as a
-// SentencePieceError, and callers turn those into absl::Status.
+// The one door to libsentencepiece, which runs in its own link namespace behind a C interface
+// (sentencepiece_shim_api.h explains why: its private protobuf copy clashes with gRPC's).
+// Debian's sentencepiece_processor.h (0.1.97) also declares `namespace absl { using
+// std::string_view; }`, which clashes with Abseil's own absl::string_view, so this interface uses
+// std types only; failures come back as a SentencePieceError and callers turn them into
+// absl::Status.
+//
+// The shim library is found, in order, at $DFLASH_SENTENCEPIECE_SHIM, at
+// <executable dir>/../lib/libdflash_sentencepiece_shim.so, and at its build-tree path.
 #pragma once
 
 #include <cstddef>
@@ -12,10 +16,6 @@
 #include <string>
 #include <string_view>
 #include <vector>
-
-namespace sentencepiece {
-class SentencePieceProcessor;
-}  // namespace sentencepiece
 
 namespace dflash {
 
@@ -63,9 +63,14 @@ class SentencePieceModel {
               SentencePieceError* error) const;
 
  private:
-  explicit SentencePieceModel(std::unique_ptr<sentencepiece::SentencePieceProcessor> processor);
+  struct Shim;
+  // Loads the shim on first use and keeps it for the life of the process (a link namespace
+  // cannot be fully unloaded, and one shim serves every model).
+  static const Shim& LoadShim();
+  SentencePieceModel(const Shim* shim, void* handle) : shim_(shim), handle_(handle) {}
 
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+  const Shim* shim_;  // Process-wide, loaded once, never unloaded.
+  void* handle_;      // The model, owned, inside the shim's link namespace.
 };
 
 }  // namespace dflash

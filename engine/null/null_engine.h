@@ -1,0 +1,24 @@
+// An engine that computes nothing: it validates the batch and returns zero-filled outputs of the
+// right shapes at once. It exists to measure what the server itself adds to a request (parsing,
+// tokenization, queueing, packing, scattering, serialization) without model time in the way;
+// select it with `backend: "null"` (quoted: bare null is YAML for "no value") in server.yaml or
+// --backend=null. Never serve users with it.
+#pragma once
+
+#include "engine/engine.h"
+
+namespace dflash {
+
+class NullEngine final : public Engine {
+ public:
+  explicit NullEngine(ModelConfig config) : config_(std::move(config)) {}
+
+  absl::StatusOr<BatchOutput> Run(const PackedBatch& batch, const RunOptions& options) override;
+  EngineInfo Info() const override;
+  const ModelConfig& config() const override { return config_; }
+
+ private:
+  ModelConfig config_;
+};
+
+}  // namespace dflash

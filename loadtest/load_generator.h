@@ -1,0 +1,72 @@
+// Runs a load test: sends calls by a closed loop or an open-loop schedule, bounded in time and in
+// count, and collects what happened. Latency is measured from each call's INTENDED send time, so a
+// generator (or server) that falls behind shows up in the latencies instead of hiding them (no
+// coordinated omission).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "loadtest/arrival_schedule.h"
+#include "loadtest/request_generator.h"
+#include "loadtest/run_stats.h"
+
+namespace dflash::loadtest {
+
+struct LoadOptions {
+  ArrivalProcess process = ArrivalProcess::kClosedLoop;
+  // Closed loop: workers, each with exactly one call in flight; a worker's intended send time is
+  // the moment its previous answer arrived.
+  int concurrency = 1;
+  // Open loop: mean calls per second. A call's intended send time is its scheduled time.
+  double rate = 0.0;
+  // The measured period, after the warm-up. Zero: bounded by max_requests only.
+  absl::Duration duration = absl::ZeroDuration();
+  // The most measured calls. 0: bounded by duration only.
+  int64_t max_requests = 0;
+  // Calls intended before the warm-up ends are sent but left out of every statistic.
+  absl::Duration warmup = absl::ZeroDuration();
+  // Per-call deadline, from the actual send.
+  absl::Duration timeout = absl::Seconds(5);
+  // Seeds the Poisson schedule (requests are seeded by their RequestGenerator).
+  uint64_t seed = 1;
+  // Open loop: a sender that reaches this many unanswered calls waits (the wait counts as send
+  // lag and latency), so a stalled server cannot make the generator allocate without bound.
+  int64_t max_in_flight = 10000;
+  // When set, sent as "authorization: Bearer <api_key>".
+  std::string api_key;
+  // Interval of progress lines on stderr; zero: none.
+  absl::Duration progress_interval = absl::ZeroDuration();
+  // When set, sending stops once it reads true (Ctrl-C); calls in flight are still awaited.
+  const std::atomic<bool>* stop = nullptr;
+};
+
+// INVALID_ARGUMENT naming the offending option.
+absl::Status ValidateLoadOptions(const LoadOptions& options);
+
+struct RunResult {
+  // Wall-clock start, for the report.
+  absl::Time started_at;
+  RunTotals totals;
+  // Seconds from the end of the warm-up until sending stopped: the window of the sent rate.
+  double send_seconds = 0.0;
+  // Seconds from the end of the warm-up until the last measured answer: the throughput window.
+  double measured_seconds = 0.0;
+  // Sending was cut short by LoadOptions::stop.
+  bool interrupted = false;
+};
+
+// Runs the load over `channels` (calls go round-robin over them; each is its own connection when
+// created with distinct channel arguments). Returns once every sent call has been answered or has
+// passed its deadline.
+absl::StatusOr<RunResult> RunLoad(const LoadOptions& options, const RequestGenerator& generator,
+                                  const std::vector<std::shared_ptr<grpc::Channel>>& channels);
+
+}  // namespace dflash::loadtest

@@ -1,0 +1,29 @@
+#include "loadtest/loopback_channels.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "loadtest/target_address.h"
+
+namespace dflash::loadtest {
+
+absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeLoopbackChannels(
+    absl::string_view target, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+    int count, absl::string_view tls_server_name) {
+  DFLASH_ASSIGN_OR_RETURN(const std::string checked, CheckLoopbackTarget(target));
+  if (count < 1 || count > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("channel count must be in [1, 1024], got ", count));
+  }
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (int i = 0; i < count; ++i) {
+    grpc::ChannelArguments arguments;
+    arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    arguments.SetMaxReceiveMessageSize(-1);
+    arguments.SetMaxSendMessageSize(-1);
+    if (!tls_server_name.empty()) arguments.SetSslTargetNameOverride(std::string(tls_server_name));
+    channels.push_back(grpc::CreateCustomChannel(checked, credentials, arguments));
+  }
+  return channels;
+}
+
+}  // namespace dflash::loadtest

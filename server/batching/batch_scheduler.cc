@@ -1,0 +1,362 @@
+#include "server/batching/batch_scheduler.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/logging.h"
+#include "engine/common/status_macros.h"
+#include "server/batching/batch_packing.h"
+#include "server/batching/request_queue.h"
+#include "server/batching/request_validation.h"
+
+namespace dflash::serving {
+namespace {
+
+absl::Status ValidateOptions(const std::vector<std::unique_ptr<Engine>>& engines,
+                             const BatchSchedulerOptions& options) {
+  if (engines.empty()) return absl::InvalidArgumentError("batch scheduler needs an engine");
+  for (size_t e = 0; e < engines.size(); ++e) {
+    if (engines[e] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("engine ", e, " is null"));
+    }
+    const ModelConfig& first = engines[0]->config();
+    const ModelConfig& config = engines[e]->config();
+    if (config.num_labels() != first.num_labels() || config.hidden_size != first.hidden_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("engine ", e, " serves a different model than engine 0"));
+    }
+  }
+  if (options.max_batch_tokens < 1 || options.max_batch_sequences < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch budgets must be positive: max_batch_tokens ", options.max_batch_tokens,
+                     ", max_batch_sequences ", options.max_batch_sequences));
+  }
+  if (options.max_queue_delay < absl::ZeroDuration() ||
+      options.max_queue_delay == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError("max_queue_delay must be finite and not negative");
+  }
+  if (options.max_queued_requests < 0 || options.max_queued_sequences < 0 ||
+      options.max_queued_tokens < 0) {
+    return absl::InvalidArgumentError("admission limits must not be negative (0: no limit)");
+  }
+  return absl::OkStatus();
+}
+
+// The full-budget batch of WarmUp.
+PackedBatch WarmUpBatch(int max_batch_tokens, int max_batch_sequences, int sequence_length,
+                        int32_t token_id) {
+  const int length = std::min(sequence_length, max_batch_tokens);
+  PackedBatch batch;
+  int remaining = max_batch_tokens;
+  while (remaining > 0 && batch.num_sequences() < max_batch_sequences) {
+    const int this_length = std::min(length, remaining);
+    batch.Append(std::vector<int32_t>(static_cast<size_t>(this_length), token_id));
+    remaining -= this_length;
+  }
+  return batch;
+}
+
+}  // namespace
+
+class BatchScheduler::Impl {
+ public:
+  Impl(std::vector<std::unique_ptr<Engine>> engines, const BatchSchedulerOptions& options,
+       std::shared_ptr<BatchObserver> observer)
+      : options_(options),
+        observer_(std::move(observer)),
+        queue_(options.max_batch_tokens, options.max_batch_sequences) {
+    options_.run_options.normalize = false;  // Callers normalize; the scheduler never does.
+    for (std::unique_ptr<Engine>& engine : engines) {
+      workers_.push_back(std::make_unique<Worker>());
+      workers_.back()->engine = std::move(engine);
+    }
+  }
+
+  void Start() {
+    for (std::unique_ptr<Worker>& worker : workers_) {
+      worker->thread = std::thread([this, w = worker.get()] { WorkerLoop(*w); });
+    }
+  }
+
+  absl::Status WarmUp(int sequence_length, uint32_t outputs);
+  absl::Status Submit(InferenceRequest request);
+  void Shutdown();
+  QueueStats Stats() const;
+
+  const BatchSchedulerOptions& options() const { return options_; }
+  const Engine& engine(int index) const { return *workers_.at(index)->engine; }
+  int num_engines() const { return static_cast<int>(workers_.size()); }
+
+ private:
+  struct Worker {
+    std::unique_ptr<Engine> engine;
+    // Engines are not thread-safe; this keeps WarmUp off an engine while its worker runs it.
+    std::mutex engine_mutex;
+    std::thread thread;
+  };
+
+  void WorkerLoop(Worker& worker);
+  // Blocks until a batch is due by the queue-delay policy (or there is nothing left to do during
+  // shutdown: then returns nullopt) and takes it.
+  std::optional<TakenBatch> WaitAndTakeBatch();
+  void RunBatch(Worker& worker, std::vector<BatchPart> parts);
+  // Bookkeeping after a batch ended; returns the requests that may now be answered.
+  std::vector<std::shared_ptr<PendingRequest>> FinishParts(const std::vector<BatchPart>& parts,
+                                                           const absl::Status& status,
+                                                           absl::Time start, absl::Time end);
+  // Calls `done`; the request must be finished and out of the queue. No lock may be held.
+  void Answer(PendingRequest& pending);
+  void ReportQueueDepth();
+
+  BatchSchedulerOptions options_;
+  const std::shared_ptr<BatchObserver> observer_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::once_flag shutdown_once_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_available_;  // The queue changed, or shutdown began.
+  RequestQueue queue_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+
+  // Serializes OnQueueDepth so that the last report is the current depth. Taken before mutex_,
+  // never while holding it.
+  std::mutex depth_report_mutex_;
+};
+
+absl::Status BatchScheduler::Impl::WarmUp(int sequence_length, uint32_t outputs) {
+  if (sequence_length < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("warm-up sequence length must be positive, got ", sequence_length));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return absl::UnavailableError("batch scheduler is shut down");
+  }
+  RunOptions run_options = options_.run_options;
+  run_options.outputs = outputs;
+  for (size_t e = 0; e < workers_.size(); ++e) {
+    Worker& worker = *workers_[e];
+    const PackedBatch batch = WarmUpBatch(options_.max_batch_tokens, options_.max_batch_sequences,
+                                          sequence_length, worker.engine->config().pad_token_id);
+    absl::StatusOr<BatchOutput> output;
+    {
+      std::lock_guard<std::mutex> engine_lock(worker.engine_mutex);
+      output = worker.engine->Run(batch, run_options);
+    }
+    absl::Status status = output.status();
+    if (status.ok()) status = CheckBatchOutput(*output, batch, outputs);
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("warm-up batch of ", batch.total_tokens(), " tokens in ",
+                                       batch.num_sequences(), " sequences failed on engine ", e,
+                                       ": ", status.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BatchScheduler::Impl::Submit(InferenceRequest request) {
+  DFLASH_RETURN_IF_ERROR(
+      ValidateRequest(request, options_.max_batch_tokens, workers_[0]->engine->config()));
+  auto pending = std::make_shared<PendingRequest>();
+  for (const SequenceInput& sequence : request.sequences) {
+    pending->tokens += static_cast<int64_t>(sequence.ids.size());
+  }
+  const auto sequences = static_cast<int64_t>(request.sequences.size());
+  if (options_.max_queued_sequences > 0 && sequences > options_.max_queued_sequences) {
+    return absl::InvalidArgumentError(absl::StrCat("request has ", sequences,
+                                                   " sequences, more than the queue holds (",
+                                                   options_.max_queued_sequences, "); split it"));
+  }
+  if (options_.max_queued_tokens > 0 && pending->tokens > options_.max_queued_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("request has ", pending->tokens,
+                                                   " tokens, more than the queue holds (",
+                                                   options_.max_queued_tokens, "); split it"));
+  }
+  pending->outputs.resize(request.sequences.size());
+  pending->request = std::move(request);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return absl::UnavailableError("batch scheduler is shutting down");
+    if (options_.max_queued_requests > 0 && queue_.requests() >= options_.max_queued_requests) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("queue full: ", queue_.requests(), " requests waiting (limit ",
+                       options_.max_queued_requests, "); retry with backoff"));
+    }
+    if (options_.max_queued_sequences > 0 &&
+        queue_.sequences() + sequences > options_.max_queued_sequences) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("queue full: ", queue_.sequences(), " sequences waiting (limit ",
+                       options_.max_queued_sequences, "); retry with backoff"));
+    }
+    if (options_.max_queued_tokens > 0 &&
+        queue_.tokens() + pending->tokens > options_.max_queued_tokens) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("queue full: ", queue_.tokens(), " tokens waiting (limit ",
+                       options_.max_queued_tokens, "); retry with backoff"));
+    }
+    pending->submit_time = absl::Now();
+    queue_.Push(std::move(pending));
+  }
+  work_available_.notify_one();
+  ReportQueueDepth();
+  return absl::OkStatus();
+}
+
+void BatchScheduler::Impl::Shutdown() {
+  std::call_once(shutdown_once_, [this] {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    work_available_.notify_all();
+    for (std::unique_ptr<Worker>& worker : workers_) {
+      if (worker->thread.joinable()) worker->thread.join();
+    }
+  });
+}
+
+BatchScheduler::QueueStats BatchScheduler::Impl::Stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return QueueStats{queue_.requests(), queue_.sequences(), queue_.tokens()};
+}
+
+void BatchScheduler::Impl::WorkerLoop(Worker& worker) {
+  while (std::optional<TakenBatch> taken = WaitAndTakeBatch()) {
+    for (std::shared_ptr<PendingRequest>& pending : taken->dropped) Answer(*pending);
+    ReportQueueDepth();
+    if (!taken->parts.empty()) RunBatch(worker, std::move(taken->parts));
+  }
+}
+
+std::optional<TakenBatch> BatchScheduler::Impl::WaitAndTakeBatch() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    if (queue_.empty()) {
+      if (stopping_) return std::nullopt;
+      work_available_.wait(lock);
+      continue;
+    }
+    // Continuous batching, a full budget and draining at shutdown take what is there now.
+    if (stopping_ || options_.max_queue_delay == absl::ZeroDuration() || queue_.FillsBatch()) {
+      break;
+    }
+    const absl::Time due = *queue_.OldestSubmitTime() + options_.max_queue_delay;
+    if (absl::Now() >= due) break;
+    work_available_.wait_until(lock, absl::ToChronoTime(due));
+  }
+  TakenBatch taken = queue_.TakeBatch(absl::Now());
+  // Another free worker may take what is left; Submit woke only one.
+  if (!queue_.empty()) work_available_.notify_one();
+  return taken;
+}
+
+void BatchScheduler::Impl::RunBatch(Worker& worker, std::vector<BatchPart> parts) {
+  const PackedBatch batch = PackParts(parts);
+  RunOptions run_options = options_.run_options;
+  run_options.outputs = UnionOfOutputs(parts);
+
+  const absl::Time start = absl::Now();
+  absl::StatusOr<BatchOutput> output;
+  {
+    std::lock_guard<std::mutex> engine_lock(worker.engine_mutex);
+    output = worker.engine->Run(batch, run_options);
+  }
+  const absl::Time end = absl::Now();
+
+  absl::Status status = output.status();
+  if (status.ok()) status = CheckBatchOutput(*output, batch, run_options.outputs);
+  if (status.ok()) {
+    ScatterOutputs(*output, parts);
+  } else {
+    Log().error("engine batch of {} sequences, {} tokens failed: {}", batch.num_sequences(),
+                batch.total_tokens(), status.ToString());
+  }
+  if (observer_ != nullptr) {
+    observer_->OnBatch(batch.num_sequences(), batch.total_tokens(), end - start, status);
+  }
+  std::vector<std::shared_ptr<PendingRequest>> finished = FinishParts(parts, status, start, end);
+  if (!status.ok()) ReportQueueDepth();  // Failed requests' queued parts were removed.
+  parts.clear();                         // Let finished requests be freed right after their answer.
+  for (std::shared_ptr<PendingRequest>& pending : finished) Answer(*pending);
+}
+
+std::vector<std::shared_ptr<PendingRequest>> BatchScheduler::Impl::FinishParts(
+    const std::vector<BatchPart>& parts, const absl::Status& status, absl::Time start,
+    absl::Time end) {
+  std::vector<std::shared_ptr<PendingRequest>> finished;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const BatchPart& part : parts) {
+    PendingRequest& pending = *part.request;
+    --pending.parts_in_flight;
+    pending.first_batch_start = std::min(pending.first_batch_start, start);
+    pending.last_batch_end = std::max(pending.last_batch_end, end);
+    if (!status.ok() && pending.status.ok()) {
+      pending.status = status;
+      // Its queued rest would be computed for nothing.
+      if (pending.next_sequence < pending.num_sequences()) queue_.Remove(pending);
+    }
+    if (pending.finished()) finished.push_back(part.request);
+  }
+  return finished;
+}
+
+void BatchScheduler::Impl::Answer(PendingRequest& pending) {
+  if (!pending.status.ok()) {
+    if (pending.dropped && observer_ != nullptr) observer_->OnDropped(pending.status.code());
+    pending.request.done(pending.status);
+    return;
+  }
+  InferenceResult result;
+  result.outputs = std::move(pending.outputs);
+  result.queue_time = pending.first_batch_start - pending.submit_time;
+  result.inference_time = pending.last_batch_end - pending.first_batch_start;
+  result.tokens = pending.tokens;
+  pending.request.done(std::move(result));
+}
+
+void BatchScheduler::Impl::ReportQueueDepth() {
+  if (observer_ == nullptr) return;
+  std::lock_guard<std::mutex> report_lock(depth_report_mutex_);
+  const QueueStats stats = Stats();
+  observer_->OnQueueDepth(stats.requests, stats.sequences, stats.tokens);
+}
+
+absl::StatusOr<std::unique_ptr<BatchScheduler>> BatchScheduler::Create(
+    std::vector<std::unique_ptr<Engine>> engines, const BatchSchedulerOptions& options,
+    std::shared_ptr<BatchObserver> observer) {
+  DFLASH_RETURN_IF_ERROR(ValidateOptions(engines, options));
+  auto impl = std::make_unique<Impl>(std::move(engines), options, std::move(observer));
+  impl->Start();
+  return std::unique_ptr<BatchScheduler>(new BatchScheduler(std::move(impl)));
+}
+
+BatchScheduler::BatchScheduler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+BatchScheduler::~BatchScheduler() { Shutdown(); }
+
+absl::Status BatchScheduler::WarmUp(int sequence_length, uint32_t outputs) {
+  return impl_->WarmUp(sequence_length, outputs);
+}
+
+absl::Status BatchScheduler::Submit(InferenceRequest request) {
+  return impl_->Submit(std::move(request));
+}
+
+void BatchScheduler::Shutdown() { impl_->Shutdown(); }
+
+BatchScheduler::QueueStats BatchScheduler::Stats() const { return impl_->Stats(); }
+
+const BatchSchedulerOptions& BatchScheduler::options() const { return impl_->options(); }
+
+const Engine& BatchScheduler::engine(int index) const { return impl_->engine(index); }
+
+int BatchScheduler::num_engines() const { return impl_->num_engines(); }
+
+}  // namespace dflash::serving

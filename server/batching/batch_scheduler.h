@@ -1,0 +1,152 @@
+// The dynamic batcher of one served model: requests (each one or more model sequences) wait in a
+// priority queue; engine workers (one per Engine, i.e. per device) take batches from it by token
+// budget, pack them with cu_seqlens and run them; results are scattered back to the requests.
+//
+// Policy (Triton's dynamic batcher semantics):
+// - Levels kLow < kNormal < kHigh; a batch is filled from the highest non-empty level first and
+//   first-in first-out within a level.
+// - A batch holds at most max_batch_tokens tokens and max_batch_sequences sequences. A request is
+//   split at sequence boundaries when it does not fit: its first sequences go into this batch and
+//   the rest stay at the head of its level, so a request larger than the budget spans several
+//   batches and is answered once, when its last part is done.
+// - max_queue_delay = 0 (continuous batching): a free worker takes everything queued at that moment
+//   up to the budget. max_queue_delay > 0: a free worker waits until the budget is full or the
+//   oldest queued request has waited max_queue_delay, whichever is first.
+// - A request whose deadline has passed or whose cancellation flag is set when it reaches the head
+//   of the queue is answered DEADLINE_EXCEEDED / CANCELLED and never computed.
+// - An engine error fails every request with a part in that batch (INTERNAL, or the engine's
+//   code); the parts of those requests still queued are dropped; other requests are unaffected.
+//
+// Every request accepted by Submit has its `done` called exactly once, on a worker thread (or on
+// the thread calling Shutdown), never while a scheduler lock is held. `done` and the observer may
+// call Submit and Stats but must not call Shutdown or destroy the scheduler (a worker cannot join
+// itself).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "engine/packed_batch.h"
+
+namespace dflash::serving {
+
+enum class Priority : uint8_t { kLow = 0, kNormal = 1, kHigh = 2 };
+inline constexpr int kPriorityLevels = 3;
+
+// One model sequence: token ids and token types (same length; types may be empty = all zeros).
+struct SequenceInput {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> type_ids;
+};
+
+// The engine outputs of one sequence (only the kinds the request asked for are filled).
+struct SequenceOutput {
+  std::vector<float> logits;     // [num_labels] when kSequenceLogits was requested.
+  std::vector<float> embedding;  // [hidden] when kEmbeddings was requested (not normalized).
+};
+
+struct InferenceResult {
+  std::vector<SequenceOutput> outputs;  // One per InferenceRequest::sequences, same order.
+  absl::Duration queue_time;            // Submit until the first batch holding a part started.
+  absl::Duration inference_time;        // First part's batch start until last part's batch end.
+  int64_t tokens = 0;                   // Sum of the sequences' lengths.
+};
+
+// Set by the caller (e.g. when the gRPC client cancels); read by the scheduler.
+using CancellationFlag = std::atomic<bool>;
+
+struct InferenceRequest {
+  std::vector<SequenceInput> sequences;  // At least one; none empty.
+  uint32_t outputs = kSequenceLogits;    // OutputKind mask: kSequenceLogits and/or kEmbeddings.
+  Priority priority = Priority::kNormal;
+  absl::Time deadline = absl::InfiniteFuture();
+  std::shared_ptr<const CancellationFlag> cancelled;  // May be null (never cancelled).
+  absl::AnyInvocable<void(absl::StatusOr<InferenceResult>)> done;
+};
+
+// Hooks for metrics; called on scheduler threads without scheduler locks held. All optional.
+class BatchObserver {
+ public:
+  virtual ~BatchObserver() = default;
+  // After every engine batch (successful or not).
+  virtual void OnBatch(int sequences, int tokens, absl::Duration engine_time,
+                       const absl::Status& status) = 0;
+  // When the queued totals change (after Submit and after a batch is taken). These calls are
+  // serialized by a lock of their own and report the totals read at the time of the call, so the
+  // last report always matches the queue (the only observer call made with a lock held).
+  virtual void OnQueueDepth(int requests, int64_t sequences, int64_t tokens) = 0;
+  // A request answered without compute: DEADLINE_EXCEEDED or CANCELLED (also when a split
+  // request's rest is dropped after some of its parts were computed).
+  virtual void OnDropped(absl::StatusCode code) = 0;
+};
+
+struct BatchSchedulerOptions {
+  int max_batch_tokens = 16384;
+  int max_batch_sequences = 256;
+  absl::Duration max_queue_delay = absl::ZeroDuration();
+  // Admission limits; a Submit beyond any of them gets RESOURCE_EXHAUSTED. 0: no limit.
+  int max_queued_requests = 1024;
+  int64_t max_queued_sequences = 0;
+  int64_t max_queued_tokens = 0;
+  RunOptions run_options;  // Pooling mode; `outputs` is replaced per batch; normalize is false.
+};
+
+class BatchScheduler {
+ public:
+  // Starts one worker thread per engine. Engines must serve the same model; none may be null.
+  // INVALID_ARGUMENT for bad options (non-positive budgets, negative delay or admission limits, no
+  // engines, a null engine, engines whose label count or hidden size differ).
+  static absl::StatusOr<std::unique_ptr<BatchScheduler>> Create(
+      std::vector<std::unique_ptr<Engine>> engines, const BatchSchedulerOptions& options,
+      std::shared_ptr<BatchObserver> observer = nullptr);
+  ~BatchScheduler();  // Shutdown().
+
+  BatchScheduler(const BatchScheduler&) = delete;
+  BatchScheduler& operator=(const BatchScheduler&) = delete;
+
+  // Runs one batch of max_batch_tokens tokens (sequences of `sequence_length` tokens, the last one
+  // shorter, capped at max_batch_sequences sequences) on every engine, synchronously, before any
+  // Submit: a configuration whose full batch cannot run fails here (at boot), not under load.
+  // The tokens are the model's pad id. Returns the first engine's error (its code, the message
+  // naming the engine); INVALID_ARGUMENT for sequence_length < 1; UNAVAILABLE after Shutdown.
+  absl::Status WarmUp(int sequence_length, uint32_t outputs);
+
+  // Queues a request. Errors (request not queued, `done` not called): INVALID_ARGUMENT for no
+  // sequences, an empty sequence, ids/types length mismatch, a sequence longer than
+  // max_batch_tokens, a null `done`, an `outputs` mask that is empty or names more than
+  // kSequenceLogits and kEmbeddings, ids or types outside the model's vocabularies, a sequence
+  // longer than an absolute-position model's max_position_embeddings, or a request that alone
+  // exceeds an admission limit (it could never be queued); FAILED_PRECONDITION for sequence logits
+  // from a model without a sequence-classification head; RESOURCE_EXHAUSTED when an admission limit
+  // would be exceeded (the message says which and suggests retrying with backoff); UNAVAILABLE
+  // after Shutdown began. Checking against the model here keeps one bad request from failing the
+  // batch it would share with others.
+  absl::Status Submit(InferenceRequest request);
+
+  // Stops accepting, lets the workers finish every queued request, joins them. Idempotent.
+  void Shutdown();
+
+  struct QueueStats {
+    int requests = 0;
+    int64_t sequences = 0;
+    int64_t tokens = 0;
+  };
+  QueueStats Stats() const;
+  const BatchSchedulerOptions& options() const;
+  const Engine& engine(int index) const;
+  int num_engines() const;
+
+ private:
+  class Impl;
+  explicit BatchScheduler(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dflash::serving

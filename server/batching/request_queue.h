@@ -1,0 +1,96 @@
+// The scheduler's waiting room: one FIFO per priority level, the queued totals that admission and
+// the queue-delay policy read, and the rule that cuts the next batch out of it (highest level
+// first, FIFO within a level, requests split at sequence boundaries when they do not fit).
+// Not thread-safe: the scheduler calls it with its lock held.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "server/batching/batch_scheduler.h"
+
+namespace dflash::serving {
+
+// An accepted request from Submit until its `done` is called. `request`, `submit_time` and
+// `tokens` never change after Submit; `outputs[i]` is written only by the worker whose batch
+// computed sequence i; every other field belongs to the scheduler's lock.
+struct PendingRequest {
+  InferenceRequest request;
+  absl::Time submit_time;
+  int64_t tokens = 0;  // Sum of the sequences' lengths.
+  std::vector<SequenceOutput> outputs;
+
+  int next_sequence = 0;    // First sequence not yet taken into a batch.
+  int parts_in_flight = 0;  // Batches holding a part of it that have not finished.
+  absl::Status status;      // First failure; once set, nothing more of it is computed.
+  bool dropped = false;     // Failed by deadline or cancellation rather than by an engine.
+  absl::Time first_batch_start = absl::InfiniteFuture();
+  absl::Time last_batch_end = absl::InfinitePast();
+
+  int num_sequences() const { return static_cast<int>(request.sequences.size()); }
+  // Everything taken, nothing in flight, or failed with nothing in flight: `done` may be called.
+  bool finished() const {
+    return parts_in_flight == 0 && (!status.ok() || next_sequence == num_sequences());
+  }
+};
+
+// Sequences [first_sequence, first_sequence + num_sequences) of one request, placed in a batch.
+struct BatchPart {
+  std::shared_ptr<PendingRequest> request;
+  int first_sequence = 0;
+  int num_sequences = 0;
+};
+
+struct TakenBatch {
+  std::vector<BatchPart> parts;  // Batch order; a request has at most one part per batch.
+  int sequences = 0;
+  int tokens = 0;
+  // Requests whose deadline passed or that were cancelled, removed from the queue with nothing in
+  // flight: the caller answers them (their `status` says how).
+  std::vector<std::shared_ptr<PendingRequest>> dropped;
+};
+
+class RequestQueue {
+ public:
+  RequestQueue(int max_batch_tokens, int max_batch_sequences);
+
+  void Push(std::shared_ptr<PendingRequest> request);
+
+  // Cuts the next batch. Requests met at the head whose deadline is at or before `now`, or whose
+  // cancellation flag is set, are removed instead (DEADLINE_EXCEEDED / CANCELLED in their status);
+  // those with parts still in flight are answered by whoever finishes the last part.
+  TakenBatch TakeBatch(absl::Time now);
+
+  // Removes whatever is still queued of `request` (after one of its parts failed).
+  void Remove(const PendingRequest& request);
+
+  // The queued totals reach a batch budget: waiting longer cannot make the next batch bigger.
+  bool FillsBatch() const;
+  // Submit time of the longest-waiting queued request; nullopt when empty.
+  std::optional<absl::Time> OldestSubmitTime() const;
+
+  bool empty() const { return requests_ == 0; }
+  int requests() const { return requests_; }
+  int64_t sequences() const { return sequences_; }
+  int64_t tokens() const { return tokens_; }
+
+ private:
+  using Fifo = std::deque<std::shared_ptr<PendingRequest>>;
+  void SubtractUntaken(const PendingRequest& request);  // From the totals, as it leaves.
+  void PopFront(Fifo& fifo);
+
+  const int max_batch_tokens_;
+  const int max_batch_sequences_;
+  std::array<Fifo, kPriorityLevels> levels_;  // Index: static_cast<int>(Priority).
+  int requests_ = 0;
+  int64_t sequences_ = 0;  // Untaken sequences only.
+  int64_t tokens_ = 0;
+};
+
+}  // namespace dflash::serving

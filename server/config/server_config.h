@@ -1,0 +1,140 @@
+// The server's configuration: what it listens on, how clients authenticate, and which models it
+// serves with which batching and request limits. Read from a YAML file (config/server.yaml is the
+// commented example) or built for a single checkpoint directory, then changed by
+// "dotted.path=value" overrides from the command line. Every error is INVALID_ARGUMENT naming the
+// file, line and column (or the override), the key path, and how to fix it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace dflash::serving {
+
+struct TlsConfig {
+  // PEM files; both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // When set, mutual TLS: clients must present a certificate signed by this CA.
+  std::string client_ca_file;
+
+  bool enabled() const { return !cert_file.empty(); }
+};
+
+// API keys shorter than this are refused as guessable.
+inline constexpr size_t kMinApiKeyLength = 16;
+
+struct AuthConfig {
+  // One key per line; lines starting with '#' and blank lines are ignored. Read with
+  // ReadApiKeysFile (checked when the config is loaded).
+  std::string api_keys_file;
+  // Keys written in the config itself (discouraged: config files get copied and committed).
+  std::vector<std::string> api_keys;
+  // The request metadata key carrying the key, as "Bearer <key>" or the bare key.
+  std::string header = "authorization";
+
+  // Authentication is required when any key source is configured.
+  bool enabled() const { return !api_keys_file.empty() || !api_keys.empty(); }
+};
+
+struct LoggingConfig {
+  std::string level = "info";  // trace|debug|info|warn|error|off
+  bool log_request_content = false;
+};
+
+struct BatchingConfig {
+  int max_batch_tokens = 16384;
+  int max_batch_sequences = 256;
+  absl::Duration max_queue_delay = absl::ZeroDuration();
+  // Admission limits of the model's queue; 0: no limit.
+  int max_queued_requests = 1024;
+  int64_t max_queued_sequences = 0;
+  int64_t max_queued_tokens = 0;
+};
+
+// Per-request limits.
+struct RequestLimitsConfig {
+  int max_inputs = 256;
+  int max_candidate_labels = 64;
+  int max_sequences = 4096;  // Model sequences one request expands to (inputs x labels).
+  int max_text_bytes = 65536;
+};
+
+enum class ModelTask { kAuto, kClassify, kZeroShot, kRerank, kEmbed };
+// kNull computes nothing and returns zeros: it measures what the server itself costs per request.
+// YAML reads a bare null as "no value", so the file spells it "null" in quotes.
+enum class BackendChoice { kAuto, kCpu, kCuda, kNull };
+enum class DtypeChoice { kAuto, kFloat32, kFloat16, kBfloat16 };
+
+// The spellings used in the YAML file ("zero_shot", "cuda", "bfloat16", "null").
+absl::string_view ModelTaskName(ModelTask task);
+absl::string_view BackendChoiceName(BackendChoice backend);
+absl::string_view DtypeChoiceName(DtypeChoice dtype);
+
+struct ModelEntry {
+  std::string name;              // Served model id: [A-Za-z0-9._-]+, unique.
+  std::filesystem::path path;    // Checkpoint directory; absolute once loaded.
+  std::vector<ModelTask> tasks;  // Empty: derived from the checkpoint.
+  BackendChoice backend = BackendChoice::kAuto;
+  DtypeChoice dtype = DtypeChoice::kAuto;
+  std::vector<int> devices;             // CUDA device ordinals; empty: device 0.
+  int cpu_threads = 0;                  // BLAS threads of the CPU backend; 0: all cores.
+  int max_input_length = 0;             // Tokens including specials; 0: the model's own maximum.
+  bool truncate = true;                 // Used when a request leaves `truncate` unset.
+  std::string tuning_profile = "auto";  // "auto", "none" or a file path (absolute once loaded).
+  std::string priority_cap = "high";    // low|normal|high: the highest priority a request gets.
+  BatchingConfig batching;
+  RequestLimitsConfig limits;
+};
+
+struct ServerConfig {
+  std::string listen = "0.0.0.0:50051";
+  std::string metrics_listen = "0.0.0.0:9464";  // "": no metrics endpoint.
+  absl::Duration drain_grace_period = absl::Seconds(30);
+  int max_message_bytes = 16 << 20;
+  int worker_threads = 0;            // Tokenization/validation pool; 0: number of cores.
+  int max_inflight_requests = 4096;  // Whole server, across models; 0: no limit.
+  TlsConfig tls;
+  AuthConfig auth;
+  LoggingConfig logging;
+  std::vector<ModelEntry> models;
+  std::filesystem::path source;  // The file it came from; empty when built for one model.
+};
+
+// Reads, parses and validates `file`. Relative paths in the file resolve against the file's
+// directory; relative paths given by `overrides` against the current directory. NOT_FOUND (or the
+// OS error) when the file cannot be read; INVALID_ARGUMENT for everything else.
+absl::StatusOr<ServerConfig> LoadServerConfig(const std::filesystem::path& file,
+                                              const std::vector<std::string>& overrides = {});
+
+// As LoadServerConfig for YAML text: relative paths resolve against `base_dir`, and errors name
+// `source_name`.
+absl::StatusOr<ServerConfig> ParseServerConfig(absl::string_view yaml,
+                                               const std::filesystem::path& base_dir,
+                                               absl::string_view source_name,
+                                               const std::vector<std::string>& overrides = {});
+
+// A configuration serving one checkpoint directory (relative to the current directory) with every
+// default, for runs without --config. An empty `name` becomes the directory's name.
+absl::StatusOr<ServerConfig> ServerConfigForModel(const std::filesystem::path& model_dir,
+                                                  std::string name,
+                                                  const std::vector<std::string>& overrides = {});
+
+// The range and cross-field checks of loading, for a config changed in code after loading. Errors
+// name the key path (and the source file, but no line: the struct has none).
+absl::Status ValidateServerConfig(const ServerConfig& config);
+
+// The keys of an API keys file, each checked (at least kMinApiKeyLength characters, no whitespace);
+// errors name the file and line and never echo a key. At least one key is required.
+absl::StatusOr<std::vector<std::string>> ReadApiKeysFile(const std::filesystem::path& file);
+
+// A one-screen summary for the startup log. Names key files but never prints a key.
+std::string DescribeServerConfig(const ServerConfig& config);
+
+}  // namespace dflash::serving

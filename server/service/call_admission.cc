@@ -1,0 +1,56 @@
+#include "server/service/call_admission.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace dflash::serving {
+
+absl::Status CallAdmission::Admit() {
+  int64_t now_inflight = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (draining_) {
+      return absl::UnavailableError("the server is shutting down; retry on another replica");
+    }
+    if (max_inflight_ > 0 && inflight_ >= max_inflight_) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the server has ", inflight_,
+                       " requests in flight, its limit (server.max_inflight_requests); retry "
+                       "with backoff"));
+    }
+    now_inflight = ++inflight_;
+  }
+  if (metrics_ != nullptr) metrics_->SetInflight(now_inflight);
+  return absl::OkStatus();
+}
+
+void CallAdmission::Release() {
+  int64_t now_inflight = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    now_inflight = --inflight_;
+    if (inflight_ == 0) idle_.notify_all();
+  }
+  if (metrics_ != nullptr) metrics_->SetInflight(now_inflight);
+}
+
+void CallAdmission::StartDraining() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  draining_ = true;
+}
+
+bool CallAdmission::draining() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return draining_;
+}
+
+bool CallAdmission::WaitIdle(absl::Time deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return idle_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return inflight_ == 0; });
+}
+
+int64_t CallAdmission::inflight() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return inflight_;
+}
+
+}  // namespace dflash::serving

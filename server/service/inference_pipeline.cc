@@ -1,0 +1,191 @@
+#include "server/service/inference_pipeline.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/logging.h"
+#include "engine/common/status_macros.h"
+
+namespace dflash::serving {
+namespace {
+
+// Inputs per tokenization task: a request with fewer runs on one thread without any hand-off; a
+// larger one is spread over the pool (about 20-100 us per input of typical length).
+constexpr int kInputsPerTokenizationTask = 8;
+
+}  // namespace
+
+SequenceInput ToSequenceInput(Encoding encoding) {
+  SequenceInput input;
+  input.ids = std::move(encoding.ids);
+  input.type_ids = std::move(encoding.token_type_ids);
+  return input;
+}
+
+absl::Status WithField(const absl::Status& status, absl::string_view field) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(field, ": ", status.message()));
+}
+
+absl::StatusOr<Encoding> EncodeTextInput(const ServedModel& model, const v1::TextInput& input,
+                                         const RequestTruncation& truncation,
+                                         absl::string_view field) {
+  DFLASH_RETURN_IF_ERROR(CheckText(model, input.text(), absl::StrCat(field, ".text")));
+  if (input.has_text_pair()) {
+    DFLASH_RETURN_IF_ERROR(CheckText(model, input.text_pair(), absl::StrCat(field, ".text_pair")));
+  }
+  absl::StatusOr<Encoding> encoding = model.tokenizer().Encode(
+      input.text(),
+      input.has_text_pair() ? std::optional<absl::string_view>(input.text_pair()) : std::nullopt,
+      input.has_text_pair() ? truncation.pair : truncation.single);
+  if (!encoding.ok()) return WithField(encoding.status(), field);
+  return encoding;
+}
+
+namespace {
+
+// Why `model` cannot serve `task`, for FAILED_PRECONDITION.
+absl::Status TaskUnsupported(ServedTask task, const ServedModel& model) {
+  switch (task) {
+    case ServedTask::kClassify:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model '", model.id(), "' has no sequence-classification head; Classify needs one"));
+    case ServedTask::kZeroShot:
+      return absl::FailedPreconditionError(
+          absl::StrCat("model '", model.id(),
+                       "' cannot do ZeroShot: it needs a sequence classifier whose id2label names "
+                       "'entailment' and 'contradiction'"));
+    case ServedTask::kRerank:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model '", model.id(),
+          "' is not a cross-encoder (Rerank needs a sequence classifier with exactly one label; "
+          "this one has ",
+          model.config().num_labels(), ")"));
+    case ServedTask::kEmbed:
+      break;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "model '", model.id(),
+      "' is not served for embeddings (Embed needs an encoder without a classification head, or "
+      "a sentence-transformers pooling config)"));
+}
+
+}  // namespace
+
+template <typename Response>
+ServedModel* InferencePipeline::BeginRequest(absl::string_view rpc,
+                                             absl::string_view requested_model,
+                                             std::optional<ServedTask> task,
+                                             const CallContext& call,
+                                             Responder<Response>& respond) {
+  absl::StatusOr<ServedModel*> resolved = catalog_.Resolve(requested_model);
+  if (!resolved.ok()) {
+    Measured(rpc, "", call, std::move(respond))(resolved.status());
+    return nullptr;
+  }
+  ServedModel* model = *resolved;
+  respond = Measured(rpc, model->id(), call, std::move(respond));
+  if (task.has_value() && !model->capabilities().Supports(*task)) {
+    respond(TaskUnsupported(*task, *model));
+    return nullptr;
+  }
+  return model;
+}
+
+template <typename Response>
+Responder<Response> InferencePipeline::Measured(absl::string_view rpc, absl::string_view model,
+                                                const CallContext& call,
+                                                Responder<Response> respond) {
+  return [metrics = metrics_, rpc = std::string(rpc), model = std::string(model),
+          received = call.received,
+          respond = std::move(respond)](absl::StatusOr<Response> response) mutable {
+    const absl::Duration total = absl::Now() - received;
+    if (metrics != nullptr) metrics->RecordRequest(rpc, model, response.status().code(), total);
+    // The access log names no request content (that is InferenceService's opt-in).
+    dflash::Log().debug("{} model={} code={} total_us={}{}{}", rpc, model,
+                        StatusCodeName(response.status().code()), DurationMicros(total),
+                        response.ok() ? "" : " error=", response.status().message());
+    respond(std::move(response));
+  };
+}
+
+// The RPC files (<rpc>_rpc.cc) use these instantiations.
+#define DFLASH_INSTANTIATE_BEGIN_REQUEST(Response)                                            \
+  template ServedModel* InferencePipeline::BeginRequest(absl::string_view, absl::string_view, \
+                                                        std::optional<ServedTask>,            \
+                                                        const CallContext&, Responder<Response>&);
+DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::ClassifyResponse)
+DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::ZeroShotResponse)
+DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::RerankResponse)
+DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::EmbedResponse)
+DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::TokenizeResponse)
+#undef DFLASH_INSTANTIATE_BEGIN_REQUEST
+
+void InferencePipeline::RunSequences(ServedModel* model, const CallContext& call, Priority priority,
+                                     uint32_t outputs, int count, Encoder encode,
+                                     absl::AnyInvocable<void(absl::StatusOr<ModelRun>)> finish) {
+  auto run = std::make_shared<ModelRun>();
+  run->model = model;
+  run->sequences.resize(static_cast<size_t>(count));
+  auto finish_once =
+      std::make_shared<absl::AnyInvocable<void(absl::StatusOr<ModelRun>)>>(std::move(finish));
+  pool_.Post([this, run, call, priority, outputs, count, encode = std::move(encode),
+              finish_once]() mutable {
+    const absl::Time start = absl::Now();
+    ParallelFor(
+        pool_, count, kInputsPerTokenizationTask,
+        [run, encode = std::move(encode)](int index) -> absl::Status {
+          DFLASH_ASSIGN_OR_RETURN(run->sequences[static_cast<size_t>(index)], encode(index));
+          return absl::OkStatus();
+        },
+        [run, call, priority, outputs, start, finish_once](absl::Status tokenized) {
+          if (!tokenized.ok()) {
+            (*finish_once)(std::move(tokenized));
+            return;
+          }
+          run->tokenization = absl::Now() - start;
+          InferenceRequest request;
+          request.outputs = outputs;
+          request.priority = priority;
+          request.deadline = call.deadline;
+          request.cancelled = call.cancelled;
+          request.sequences.reserve(run->sequences.size());
+          run->lengths.reserve(run->sequences.size());
+          for (Sequence& sequence : run->sequences) {
+            run->lengths.push_back(static_cast<int>(sequence.input.ids.size()));
+            if (sequence.truncated) ++run->truncated_count;
+            request.sequences.push_back(std::move(sequence.input));
+          }
+          request.done = [run, finish_once](absl::StatusOr<InferenceResult> result) {
+            if (!result.ok()) {
+              (*finish_once)(result.status());
+              return;
+            }
+            run->result = std::move(*result);
+            (*finish_once)(std::move(*run));
+          };
+          absl::Status submitted = run->model->scheduler().Submit(std::move(request));
+          // A refused request is not answered by the batcher (its `done` is dropped unused).
+          if (!submitted.ok()) (*finish_once)(std::move(submitted));
+        });
+  });
+}
+
+void InferencePipeline::FillMetadata(const ModelRun& run, const CallContext& call,
+                                     absl::string_view request_id,
+                                     v1::ResponseMetadata* metadata) const {
+  metadata->set_request_id(std::string(request_id));
+  metadata->set_model(run.model->id());
+  metadata->set_tokens(static_cast<uint64_t>(run.result.tokens));
+  metadata->set_tokenization_us(DurationMicros(run.tokenization));
+  metadata->set_queue_us(DurationMicros(run.result.queue_time));
+  metadata->set_inference_us(DurationMicros(run.result.inference_time));
+  metadata->set_total_us(DurationMicros(absl::Now() - call.received));
+  if (metrics_ != nullptr) {
+    metrics_->RecordStages(run.model->id(), run.tokenization, run.result.queue_time,
+                           run.result.inference_time);
+    metrics_->RecordTokens(run.model->id(), run.result.tokens, run.truncated_count);
+  }
+}
+
+}  // namespace dflash::serving

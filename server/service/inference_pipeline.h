@@ -1,0 +1,111 @@
+// The transport-independent request path: validate, tokenize (on the worker pool), queue on the
+// model's batcher, and turn engine outputs into API responses. The gRPC unary and streaming
+// handlers both drive it; tests drive it directly. Each RPC's own logic lives in <rpc>_rpc.cc.
+//
+// Every method returns at once and calls `respond` exactly once, from some thread, with the
+// response or a status whose code follows the API's rules (dflash.proto, "Errors").
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "dflash/v1/dflash.pb.h"
+#include "server/service/call_context.h"
+#include "server/service/model_catalog.h"
+#include "server/service/request_options.h"
+#include "server/service/service_metrics.h"
+#include "server/service/worker_pool.h"
+#include "server/tokenizer/deberta_tokenizer.h"
+
+namespace dflash::serving {
+
+struct ServerIdentity {
+  std::string version;
+  std::string revision;
+};
+
+class InferencePipeline {
+ public:
+  // `metrics` may be null. Nothing is owned; all must outlive the pipeline.
+  InferencePipeline(const ModelCatalog& catalog, WorkerPool& pool, ServiceMetrics* metrics,
+                    ServerIdentity identity)
+      : catalog_(catalog), pool_(pool), metrics_(metrics), identity_(std::move(identity)) {}
+
+  void Classify(const v1::ClassifyRequest& request, CallContext call,
+                Responder<v1::ClassifyResponse> respond);
+  void ZeroShot(const v1::ZeroShotRequest& request, CallContext call,
+                Responder<v1::ZeroShotResponse> respond);
+  void Rerank(const v1::RerankRequest& request, CallContext call,
+              Responder<v1::RerankResponse> respond);
+  void Embed(const v1::EmbedRequest& request, CallContext call,
+             Responder<v1::EmbedResponse> respond);
+  void Tokenize(const v1::TokenizeRequest& request, CallContext call,
+                Responder<v1::TokenizeResponse> respond);
+  absl::StatusOr<v1::InfoResponse> Info(const v1::InfoRequest& request) const;
+
+  const ModelCatalog& catalog() const { return catalog_; }
+
+ private:
+  // One model sequence after tokenization.
+  struct Sequence {
+    SequenceInput input;
+    bool truncated = false;
+  };
+  // The outcome of RunSequences.
+  struct ModelRun {
+    ServedModel* model = nullptr;
+    std::vector<Sequence> sequences;  // Token ids moved out; lengths and flags kept.
+    std::vector<int> lengths;
+    InferenceResult result;
+    absl::Duration tokenization;
+    int64_t truncated_count = 0;
+  };
+  using Encoder = std::function<absl::StatusOr<Sequence>(int index)>;
+
+  // The shared path of the inference RPCs: runs `encode` for sequences [0, count) on the pool,
+  // submits them as one request to `model`'s batcher and calls `finish` with the run or an error.
+  void RunSequences(ServedModel* model, const CallContext& call, Priority priority,
+                    uint32_t outputs, int count, Encoder encode,
+                    absl::AnyInvocable<void(absl::StatusOr<ModelRun>)> finish);
+
+  // The common start of every RPC but Info: resolves the request's model, wraps `respond` with
+  // Measured, and checks the model can do `task` (when given). Returns null when it has already
+  // answered (unknown model, unsupported task).
+  template <typename Response>
+  ServedModel* BeginRequest(absl::string_view rpc, absl::string_view requested_model,
+                            std::optional<ServedTask> task, const CallContext& call,
+                            Responder<Response>& respond);
+
+  // Wraps `respond` so the answer is counted in the metrics under `rpc` and `model` ("" when the
+  // request named no served model).
+  template <typename Response>
+  Responder<Response> Measured(absl::string_view rpc, absl::string_view model,
+                               const CallContext& call, Responder<Response> respond);
+
+  // Metadata of an answered inference request.
+  void FillMetadata(const ModelRun& run, const CallContext& call, absl::string_view request_id,
+                    v1::ResponseMetadata* metadata) const;
+
+  const ModelCatalog& catalog_;
+  WorkerPool& pool_;
+  ServiceMetrics* metrics_;
+  ServerIdentity identity_;
+};
+
+// Converts an Encoding into a model sequence.
+SequenceInput ToSequenceInput(Encoding encoding);
+
+// `status` with "<field>: " in front of its message (OK stays OK).
+absl::Status WithField(const absl::Status& status, absl::string_view field);
+
+// Checks and tokenizes one TextInput (a text or a pair) named `field` in errors, with the
+// truncation of its kind (single or pair).
+absl::StatusOr<Encoding> EncodeTextInput(const ServedModel& model, const v1::TextInput& input,
+                                         const RequestTruncation& truncation,
+                                         absl::string_view field);
+
+}  // namespace dflash::serving

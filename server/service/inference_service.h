@@ -1,0 +1,70 @@
+// dflash.v1.InferenceService over gRPC's callback API: authentication, admission and draining at
+// the door, then the InferencePipeline. Handlers return at once; no gRPC thread ever waits for
+// tokenization or the engine.
+#pragma once
+
+#include "dflash/v1/dflash.grpc.pb.h"
+#include "server/service/api_key_authenticator.h"
+#include "server/service/call_admission.h"
+#include "server/service/inference_pipeline.h"
+
+namespace dflash::serving {
+
+class InferenceService final : public v1::InferenceService::CallbackService {
+ public:
+  // `authenticator` may be null (no API keys). Nothing is owned. With `log_request_content`,
+  // every request is written to the debug log in full (off by default: texts may be personal
+  // data).
+  InferenceService(InferencePipeline& pipeline, CallAdmission& admission,
+                   const ApiKeyAuthenticator* authenticator, bool log_request_content = false)
+      : pipeline_(pipeline),
+        admission_(admission),
+        authenticator_(authenticator),
+        log_request_content_(log_request_content) {}
+
+  grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context,
+                                     const v1::ClassifyRequest* request,
+                                     v1::ClassifyResponse* response) override;
+  grpc::ServerUnaryReactor* ZeroShot(grpc::CallbackServerContext* context,
+                                     const v1::ZeroShotRequest* request,
+                                     v1::ZeroShotResponse* response) override;
+  grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* context,
+                                   const v1::RerankRequest* request,
+                                   v1::RerankResponse* response) override;
+  grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context,
+                                  const v1::EmbedRequest* request,
+                                  v1::EmbedResponse* response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+  grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context,
+                                 const v1::InfoRequest* request,
+                                 v1::InfoResponse* response) override;
+  grpc::ServerBidiReactor<v1::ClassifyRequest, v1::ClassifyStreamResponse>* ClassifyStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerBidiReactor<v1::RerankRequest, v1::RerankStreamResponse>* RerankStream(
+      grpc::CallbackServerContext* context) override;
+  grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedStreamResponse>* EmbedStream(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  // UNAUTHENTICATED when API keys are configured and the call's key does not match.
+  absl::Status Authenticate(const grpc::CallbackServerContext& context) const;
+
+  // Admits a unary call and runs `run(call_context, responder)`, or answers the refusal.
+  template <typename Request, typename Response, typename Run>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const Request& request,
+                                  Response* response, Run run);
+  // The opt-in request log (LoggingConfig::log_request_content).
+  void LogRequest(const google::protobuf::Message& request) const;
+  template <typename Request, typename Response, typename StreamResponse, typename Method>
+  grpc::ServerBidiReactor<Request, StreamResponse>* Stream(grpc::CallbackServerContext* context,
+                                                           Method method);
+
+  InferencePipeline& pipeline_;
+  CallAdmission& admission_;
+  const ApiKeyAuthenticator* const authenticator_;
+  const bool log_request_content_;
+};
+
+}  // namespace dflash::serving

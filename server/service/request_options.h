@@ -1,0 +1,52 @@
+// The per-request choices shared by the inference RPCs, resolved against a served model: which
+// model, truncation, priority, and the configured request limits. Every error is INVALID_ARGUMENT
+// (NOT_FOUND for an unknown model) and names the request field.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "dflash/v1/dflash.pb.h"
+#include "server/scoring/label_scores.h"
+#include "server/service/served_model.h"
+#include "server/tokenizer/truncation.h"
+
+namespace dflash::serving {
+
+// How a request's sequences are truncated, and whether over-long ones are an error.
+struct RequestTruncation {
+  TruncationOptions pair;    // For text pairs.
+  TruncationOptions single;  // For single texts (always truncated as a whole).
+  bool reject_over_length = false;
+  int max_length = 0;  // The model's maximum input length.
+};
+
+// `truncate` unset: the model's configured default. Strategy unset: `rpc_default`.
+RequestTruncation ResolveTruncation(const ServedModel& model, std::optional<bool> truncate,
+                                    v1::TruncationDirection direction,
+                                    v1::TruncationStrategy strategy,
+                                    TruncationStrategy rpc_default);
+
+// INVALID_ARGUMENT naming `field` when truncation is off and the encoding is too long.
+absl::Status CheckLength(const RequestTruncation& truncation, size_t tokens,
+                         absl::string_view field);
+
+// The request's priority, capped at the model's priority_cap.
+Priority ResolvePriority(const ServedModel& model, v1::Priority priority);
+
+// INVALID_ARGUMENT "<field>: <count> <what>, more than the limit of <limit> ..." when limit > 0
+// and count > limit; also for count == 0 ("<field>: at least one <what> is required").
+absl::Status CheckCount(size_t count, int limit, absl::string_view field, absl::string_view what);
+
+// INVALID_ARGUMENT naming `field` for a text over the model's max_text_bytes (checked before any
+// tokenization) or not valid UTF-8.
+absl::Status CheckText(const ServedModel& model, absl::string_view text, absl::string_view field);
+
+// The score function of the request, or the model's default for SCORE_FUNCTION_UNSPECIFIED.
+absl::StatusOr<ScoreFunction> ResolveScoreFunction(const ServedModel& model,
+                                                   v1::ScoreFunction requested);
+
+}  // namespace dflash::serving

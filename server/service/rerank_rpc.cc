@@ -1,0 +1,76 @@
+// Rerank: each (query, document) pair is one cross-encoder sequence. The query is tokenized once
+// and its tokens are reused in every pair.
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "server/service/inference_pipeline.h"
+#include "server/service/label_ranking.h"
+
+namespace dflash::serving {
+
+void InferencePipeline::Rerank(const v1::RerankRequest& request, CallContext call,
+                               Responder<v1::RerankResponse> respond) {
+  ServedModel* model = BeginRequest("Rerank", request.model(), ServedTask::kRerank, call, respond);
+  if (model == nullptr) return;
+  absl::Status valid = CheckCount(static_cast<size_t>(request.documents_size()),
+                                  model->entry().limits.max_inputs, "documents", "documents");
+  if (valid.ok()) valid = CheckText(*model, request.query(), "query");
+  absl::StatusOr<ScoreFunction> score_function =
+      ResolveScoreFunction(*model, request.score_function());
+  if (valid.ok()) valid = score_function.status();
+  if (!valid.ok()) {
+    respond(std::move(valid));
+    return;
+  }
+  const RequestTruncation truncation = ResolveTruncation(
+      *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
+      request.truncation_direction(), request.truncation_strategy(),
+      TruncationStrategy::kOnlySecond);
+  auto respond_once = std::make_shared<Responder<v1::RerankResponse>>(std::move(respond));
+  pool_.Post([this, &request, call, model, truncation, function = *score_function, respond_once]() {
+    absl::StatusOr<TextTokens> query = model->tokenizer().EncodeText(request.query());
+    if (!query.ok()) {
+      (*respond_once)(WithField(query.status(), "query"));
+      return;
+    }
+    auto query_tokens = std::make_shared<const TextTokens>(std::move(*query));
+    Encoder encode = [&request, model, truncation,
+                      query_tokens](int i) -> absl::StatusOr<Sequence> {
+      const std::string field = absl::StrCat("documents[", i, "]");
+      DFLASH_RETURN_IF_ERROR(CheckText(*model, request.documents(i), field));
+      absl::StatusOr<TextTokens> document = model->tokenizer().EncodeText(request.documents(i));
+      absl::StatusOr<Encoding> encoding =
+          document.ok() ? model->tokenizer().Assemble(*query_tokens, &*document, truncation.pair)
+                        : absl::StatusOr<Encoding>(document.status());
+      if (!encoding.ok()) return WithField(encoding.status(), field);
+      DFLASH_RETURN_IF_ERROR(CheckLength(truncation, encoding->ids.size(), field));
+      const bool truncated = encoding->truncated;
+      return Sequence{ToSequenceInput(std::move(*encoding)), truncated};
+    };
+    RunSequences(
+        model, call, ResolvePriority(*model, request.priority()), kSequenceLogits,
+        request.documents_size(), std::move(encode),
+        [this, &request, call, function, respond_once](absl::StatusOr<ModelRun> run) {
+          if (!run.ok()) {
+            (*respond_once)(run.status());
+            return;
+          }
+          std::vector<float> scores(run->result.outputs.size());
+          for (size_t i = 0; i < scores.size(); ++i) {
+            scores[i] = ScoreLogits(run->result.outputs[i].logits, function)[0];
+          }
+          v1::RerankResponse response;
+          for (int i : RankByScore(scores, request.top_n())) {
+            v1::RerankResult* result = response.add_results();
+            result->set_index(static_cast<uint32_t>(i));
+            result->set_score(scores[static_cast<size_t>(i)]);
+            if (request.return_documents()) result->set_document(request.documents(i));
+            result->set_tokens(static_cast<uint32_t>(run->lengths[static_cast<size_t>(i)]));
+            result->set_truncated(run->sequences[static_cast<size_t>(i)].truncated);
+          }
+          FillMetadata(*run, call, request.request_id(), response.mutable_metadata());
+          (*respond_once)(std::move(response));
+        });
+  });
+}
+
+}  // namespace dflash::serving

@@ -1,0 +1,141 @@
+#include "server/service/served_model.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/logging.h"
+#include "engine/common/status_macros.h"
+#include "engine/cpu/cpu_engine.h"
+#include "engine/null/null_engine.h"
+
+namespace dflash::serving {
+namespace {
+
+absl::StatusOr<Priority> ParsePriorityCap(absl::string_view name, absl::string_view model) {
+  if (name == "low") return Priority::kLow;
+  if (name == "normal") return Priority::kNormal;
+  if (name == "high" || name.empty()) return Priority::kHigh;
+  return absl::InvalidArgumentError(absl::StrCat("model '", model, "': priority_cap '", name,
+                                                 "' is not one of low, normal, high"));
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Engine>>> CreateEngines(const ModelEntry& entry,
+                                                                   Checkpoint checkpoint) {
+  std::vector<std::unique_ptr<Engine>> engines;
+  switch (entry.backend) {
+    case BackendChoice::kCuda:
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model '", entry.name,
+          "': backend cuda is not available in this build (the CUDA engine is not part of it "
+          "yet); use backend: cpu or auto"));
+    case BackendChoice::kNull:
+      dflash::Log().warn("model '{}' uses the null engine: every output is zero", entry.name);
+      engines.push_back(std::make_unique<NullEngine>(checkpoint.config));
+      return engines;
+    case BackendChoice::kAuto:
+    case BackendChoice::kCpu:
+      break;
+  }
+  if (entry.dtype == DtypeChoice::kFloat16 || entry.dtype == DtypeChoice::kBfloat16) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", entry.name,
+                     "': the CPU engine computes in float32 only; use dtype: auto or float32"));
+  }
+  DFLASH_ASSIGN_OR_RETURN(
+      std::unique_ptr<CpuEngine> engine,
+      CpuEngine::Create(std::move(checkpoint), CpuEngine::Options{entry.cpu_threads}));
+  engines.push_back(std::move(engine));
+  return engines;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(
+    const ModelEntry& entry, std::shared_ptr<BatchObserver> observer) {
+  TokenizerOptions tokenizer_options;
+  if (entry.limits.max_text_bytes > 0) {
+    tokenizer_options.max_input_bytes = static_cast<size_t>(entry.limits.max_text_bytes);
+  }
+  DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<DebertaTokenizer> tokenizer,
+                          DebertaTokenizer::Load(entry.path, tokenizer_options));
+  DFLASH_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadCheckpoint(entry.path));
+  ModelConfig config = checkpoint.config;
+  EmbeddingConfig embedding = checkpoint.embedding;
+  DFLASH_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Engine>> engines,
+                          CreateEngines(entry, std::move(checkpoint)));
+  return Create(entry, std::move(config), embedding, std::move(tokenizer), std::move(engines),
+                std::move(observer));
+}
+
+absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(
+    const ModelEntry& entry, ModelConfig config, EmbeddingConfig embedding,
+    std::unique_ptr<DebertaTokenizer> tokenizer, std::vector<std::unique_ptr<Engine>> engines,
+    std::shared_ptr<BatchObserver> observer) {
+  std::unique_ptr<ServedModel> model(new ServedModel());
+  model->entry_ = entry;
+  model->embedding_ = embedding;
+  DFLASH_ASSIGN_OR_RETURN(
+      model->capabilities_,
+      ApplyConfiguredTasks(DeriveCapabilities(config, embedding), entry.tasks, entry.name));
+  model->default_score_function_ = DefaultScoreFunction(config);
+  DFLASH_ASSIGN_OR_RETURN(model->priority_cap_, ParsePriorityCap(entry.priority_cap, entry.name));
+
+  // The longest input: the configured one, else the tokenizer's model_max_length, else the
+  // position table size (DeBERTa-v3's 512 for relative-position models, a hard limit for
+  // absolute-position ones).
+  int max_length = entry.max_input_length;
+  if (max_length <= 0) {
+    const int64_t tokenizer_max = tokenizer->DefaultTruncation().max_length;
+    max_length = tokenizer_max > 0 && tokenizer_max < (int64_t{1} << 20)
+                     ? static_cast<int>(tokenizer_max)
+                     : config.max_position_embeddings;
+  }
+  if (config.position_biased_input && max_length > config.max_position_embeddings) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", entry.name, "': max_input_length ", max_length,
+                     " exceeds the model's absolute position table (max_position_embeddings = ",
+                     config.max_position_embeddings, ")"));
+  }
+  if (max_length < 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model '", entry.name, "': max_input_length ", max_length,
+                     " cannot hold [CLS] A [SEP] B [SEP]; use at least 3"));
+  }
+  if (entry.batching.max_batch_tokens < max_length) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model '", entry.name, "': batching.max_batch_tokens (", entry.batching.max_batch_tokens,
+        ") is smaller than max_input_length (", max_length,
+        "), so a full-length input could never run; raise max_batch_tokens or lower "
+        "max_input_length"));
+  }
+  model->max_input_length_ = max_length;
+
+  BatchSchedulerOptions options;
+  options.max_batch_tokens = entry.batching.max_batch_tokens;
+  options.max_batch_sequences = entry.batching.max_batch_sequences;
+  options.max_queue_delay = entry.batching.max_queue_delay;
+  options.max_queued_requests = entry.batching.max_queued_requests;
+  options.max_queued_sequences = entry.batching.max_queued_sequences;
+  options.max_queued_tokens = entry.batching.max_queued_tokens;
+  options.run_options.pooling = embedding.pooling;
+  options.run_options.normalize = false;
+  DFLASH_ASSIGN_OR_RETURN(model->scheduler_,
+                          BatchScheduler::Create(std::move(engines), options, std::move(observer)));
+
+  uint32_t outputs = 0;
+  const ModelCapabilities& caps = model->capabilities_;
+  if (caps.Supports(ServedTask::kClassify) || caps.Supports(ServedTask::kZeroShot) ||
+      caps.Supports(ServedTask::kRerank)) {
+    outputs |= kSequenceLogits;
+  }
+  if (caps.Supports(ServedTask::kEmbed)) outputs |= kEmbeddings;
+  if (absl::Status warm_up = model->scheduler_->WarmUp(max_length, outputs); !warm_up.ok()) {
+    return absl::Status(warm_up.code(),
+                        absl::StrCat("model '", entry.name, "': warm-up: ", warm_up.message()));
+  }
+  model->config_ = std::move(config);
+  model->tokenizer_ = std::move(tokenizer);
+  return model;
+}
+
+}  // namespace dflash::serving

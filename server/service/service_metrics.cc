@@ -1,0 +1,218 @@
+#include "server/service/service_metrics.h"
+
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "engine/common/status_macros.h"
+
+namespace dflash::serving {
+namespace {
+
+// Request-level latencies: 100 us to 60 s, about 2.5x apart.
+std::vector<double> LatencyBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+          0.1,    0.25,    0.5,    1.0,   2.5,    5.0,   10.0, 30.0,  60.0};
+}
+
+std::vector<double> PowersOfTwo(double first, double last) {
+  std::vector<double> bounds;
+  for (double bound = first; bound <= last; bound *= 2) bounds.push_back(bound);
+  return bounds;
+}
+
+// Metric updates never fail for the label counts used here; a failure would be a programming
+// error in this file, caught by the service tests' scrape checks.
+template <typename T>
+T* Get(metrics::Family<T>* family, const std::vector<std::string>& labels) {
+  absl::StatusOr<T*> metric = family->WithLabels(labels);
+  return metric.ok() ? *metric : nullptr;
+}
+
+double Seconds(absl::Duration duration) { return absl::ToDoubleSeconds(duration); }
+
+}  // namespace
+
+std::string StatusCodeName(absl::StatusCode code) {
+  return absl::AsciiStrToUpper(absl::StatusCodeToString(code));
+}
+
+class ServiceMetrics::Observer final : public BatchObserver {
+ public:
+  Observer(ServiceMetrics* metrics, std::string model) : metrics_(metrics), model_(model) {}
+
+  void OnBatch(int sequences, int tokens, absl::Duration engine_time,
+               const absl::Status& status) override {
+    if (auto* m = Get(metrics_->batches_, {model_})) (void)m->Increment();
+    if (!status.ok()) {
+      if (auto* m = Get(metrics_->engine_errors_, {model_})) (void)m->Increment();
+      return;
+    }
+    if (auto* m = Get(metrics_->batch_sequences_, {model_})) m->Observe(sequences);
+    if (auto* m = Get(metrics_->batch_tokens_, {model_})) m->Observe(tokens);
+    if (auto* m = Get(metrics_->batch_duration_, {model_})) m->Observe(Seconds(engine_time));
+  }
+  void OnQueueDepth(int requests, int64_t sequences, int64_t tokens) override {
+    if (auto* m = Get(metrics_->queue_requests_, {model_})) m->Set(requests);
+    if (auto* m = Get(metrics_->queue_sequences_, {model_})) m->Set(static_cast<double>(sequences));
+    if (auto* m = Get(metrics_->queue_tokens_, {model_})) m->Set(static_cast<double>(tokens));
+  }
+  void OnDropped(absl::StatusCode code) override {
+    if (auto* m = Get(metrics_->dropped_, {model_, StatusCodeName(code)})) (void)m->Increment();
+  }
+
+ private:
+  ServiceMetrics* metrics_;
+  std::string model_;
+};
+
+absl::StatusOr<std::unique_ptr<ServiceMetrics>> ServiceMetrics::Create(metrics::Registry& registry,
+                                                                       absl::string_view version,
+                                                                       absl::string_view revision) {
+  std::unique_ptr<ServiceMetrics> m(new ServiceMetrics());
+  using Labels = std::vector<std::string>;
+  DFLASH_ASSIGN_OR_RETURN(
+      m->requests_,
+      registry.AddCounterFamily("dflash_requests_total",
+                                "Requests answered, by RPC, model and gRPC status code (a stream "
+                                "counts each request message).",
+                                Labels{"rpc", "model", "code"}));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->request_duration_,
+      registry.AddHistogramFamily("dflash_request_duration_seconds",
+                                  "Time from receiving a request to its answer being ready.",
+                                  Labels{"rpc", "model"}, LatencyBuckets()));
+  DFLASH_ASSIGN_OR_RETURN(m->tokenization_duration_,
+                          registry.AddHistogramFamily("dflash_tokenization_duration_seconds",
+                                                      "Time spent tokenizing one request's inputs.",
+                                                      Labels{"model"}, LatencyBuckets()));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->queue_duration_,
+      registry.AddHistogramFamily(
+          "dflash_queue_duration_seconds",
+          "Time from entering the model's queue to the start of the request's first batch.",
+          Labels{"model"}, LatencyBuckets()));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->inference_duration_,
+      registry.AddHistogramFamily("dflash_inference_duration_seconds",
+                                  "Time from the start of a request's first batch to the end of "
+                                  "its last one.",
+                                  Labels{"model"}, LatencyBuckets()));
+  DFLASH_ASSIGN_OR_RETURN(m->batch_duration_,
+                          registry.AddHistogramFamily("dflash_batch_duration_seconds",
+                                                      "Engine time of one packed batch.",
+                                                      Labels{"model"}, LatencyBuckets()));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->batch_sequences_,
+      registry.AddHistogramFamily("dflash_batch_sequences", "Sequences in one packed batch.",
+                                  Labels{"model"}, PowersOfTwo(1, 4096)));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->batch_tokens_,
+      registry.AddHistogramFamily("dflash_batch_tokens",
+                                  "Tokens in one packed batch (no padding is ever computed).",
+                                  Labels{"model"}, PowersOfTwo(16, 262144)));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->queue_requests_,
+      registry.AddGaugeFamily("dflash_queue_requests", "Requests waiting in the model's queue.",
+                              Labels{"model"}));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->queue_sequences_,
+      registry.AddGaugeFamily("dflash_queue_sequences", "Sequences waiting in the model's queue.",
+                              Labels{"model"}));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->queue_tokens_,
+      registry.AddGaugeFamily("dflash_queue_tokens", "Tokens waiting in the model's queue.",
+                              Labels{"model"}));
+  DFLASH_ASSIGN_OR_RETURN(m->tokens_,
+                          registry.AddCounterFamily("dflash_tokens_total",
+                                                    "Tokens computed by the model (special tokens "
+                                                    "included, after truncation).",
+                                                    Labels{"model"}));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->truncated_inputs_,
+      registry.AddCounterFamily("dflash_truncated_inputs_total",
+                                "Model sequences that were truncated to fit.", Labels{"model"}));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->batches_,
+      registry.AddCounterFamily("dflash_batches_total",
+                                "Packed batches run by the model's engines.", Labels{"model"}));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->engine_errors_,
+      registry.AddCounterFamily("dflash_engine_errors_total",
+                                "Packed batches whose engine run failed.", Labels{"model"}));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->dropped_,
+      registry.AddCounterFamily("dflash_dropped_requests_total",
+                                "Requests answered without compute because their deadline passed "
+                                "or their client cancelled while queued.",
+                                Labels{"model", "code"}));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->inflight_,
+      registry.AddGaugeFamily("dflash_inflight_requests",
+                              "Requests accepted and not answered yet (all models).", Labels{}));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->build_info_,
+      registry.AddGaugeFamily("dflash_build_info", "Always 1; the server's version and revision.",
+                              Labels{"version", "revision"}));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->model_info_,
+      registry.AddGaugeFamily("dflash_model_info", "Always 1; what runs each served model.",
+                              Labels{"model", "backend", "device", "dtype"}));
+  DFLASH_ASSIGN_OR_RETURN(
+      m->device_memory_,
+      registry.AddGaugeFamily("dflash_device_memory_bytes",
+                              "Device memory: model weights, engine workspace, and the device's "
+                              "free and total memory (CUDA engine).",
+                              Labels{"device", "kind"}));
+  if (auto* g = Get(m->build_info_, {std::string(version), std::string(revision)})) g->Set(1);
+  if (auto* g = Get(m->inflight_, {})) g->Set(0);
+  return m;
+}
+
+void ServiceMetrics::RecordRequest(absl::string_view rpc, absl::string_view model,
+                                   absl::StatusCode code, absl::Duration total) {
+  const std::string rpc_name(rpc), model_name(model);
+  if (auto* m = Get(requests_, {rpc_name, model_name, StatusCodeName(code)})) (void)m->Increment();
+  if (auto* m = Get(request_duration_, {rpc_name, model_name})) m->Observe(Seconds(total));
+}
+
+void ServiceMetrics::RecordStages(absl::string_view model, absl::Duration tokenization,
+                                  absl::Duration queue, absl::Duration inference) {
+  const std::string name(model);
+  if (auto* m = Get(tokenization_duration_, {name})) m->Observe(Seconds(tokenization));
+  if (auto* m = Get(queue_duration_, {name})) m->Observe(Seconds(queue));
+  if (auto* m = Get(inference_duration_, {name})) m->Observe(Seconds(inference));
+}
+
+void ServiceMetrics::RecordTokens(absl::string_view model, int64_t tokens,
+                                  int64_t truncated_inputs) {
+  const std::string name(model);
+  if (auto* m = Get(tokens_, {name})) (void)m->Increment(static_cast<double>(tokens));
+  if (truncated_inputs > 0) {
+    if (auto* m = Get(truncated_inputs_, {name})) {
+      (void)m->Increment(static_cast<double>(truncated_inputs));
+    }
+  }
+}
+
+void ServiceMetrics::SetInflight(int64_t requests) {
+  if (auto* m = Get(inflight_, {})) m->Set(static_cast<double>(requests));
+}
+
+void ServiceMetrics::SetModelInfo(absl::string_view model, absl::string_view backend,
+                                  absl::string_view device, absl::string_view dtype) {
+  if (auto* m = Get(model_info_, {std::string(model), std::string(backend), std::string(device),
+                                  std::string(dtype)})) {
+    m->Set(1);
+  }
+}
+
+void ServiceMetrics::SetDeviceMemory(absl::string_view device, absl::string_view kind,
+                                     double bytes) {
+  if (auto* m = Get(device_memory_, {std::string(device), std::string(kind)})) m->Set(bytes);
+}
+
+std::shared_ptr<BatchObserver> ServiceMetrics::ObserverFor(absl::string_view model) {
+  return std::make_shared<Observer>(this, std::string(model));
+}
+
+}  // namespace dflash::serving

@@ -1,0 +1,117 @@
+#include "server/service/serving_runtime.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/logging.h"
+#include "engine/common/read_file.h"
+#include "engine/common/status_macros.h"
+
+namespace dflash::serving {
+namespace {
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const TlsConfig& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options;
+  grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+  DFLASH_ASSIGN_OR_RETURN(pair.private_key, ReadFile(tls.key_file));
+  DFLASH_ASSIGN_OR_RETURN(pair.cert_chain, ReadFile(tls.cert_file));
+  options.pem_key_cert_pairs.push_back(std::move(pair));
+  if (!tls.client_ca_file.empty()) {
+    // Mutual TLS: a client must present a certificate signed by this CA.
+    DFLASH_ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile(tls.client_ca_file));
+    options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const ServerConfig& config,
+                                                                      ServerIdentity identity,
+                                                                      ModelLoader loader) {
+  if (!loader) loader = &ServedModel::Load;
+  std::unique_ptr<ServingRuntime> runtime(new ServingRuntime());
+  DFLASH_ASSIGN_OR_RETURN(
+      runtime->metrics_,
+      ServiceMetrics::Create(runtime->registry_, identity.version, identity.revision));
+  for (const ModelEntry& entry : config.models) {
+    dflash::Log().info("loading model '{}' from {}", entry.name, entry.path.string());
+    const absl::Time start = absl::Now();
+    DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<ServedModel> model,
+                            loader(entry, runtime->metrics_->ObserverFor(entry.name)));
+    const EngineInfo engine = model->engine_info();
+    runtime->metrics_->SetModelInfo(entry.name, engine.backend, engine.device, engine.dtype);
+    dflash::Log().info("model '{}' ready in {:.2f} s: {} on {}, {}, max input {} tokens",
+                       entry.name, absl::ToDoubleSeconds(absl::Now() - start), engine.backend,
+                       engine.device, engine.dtype, model->max_input_length());
+    DFLASH_RETURN_IF_ERROR(runtime->catalog_.Add(std::move(model)));
+  }
+  runtime->pool_ = std::make_unique<WorkerPool>(config.worker_threads);
+  runtime->pipeline_ = std::make_unique<InferencePipeline>(
+      runtime->catalog_, *runtime->pool_, runtime->metrics_.get(), std::move(identity));
+  runtime->admission_ =
+      std::make_unique<CallAdmission>(config.max_inflight_requests, runtime->metrics_.get());
+  DFLASH_ASSIGN_OR_RETURN(runtime->authenticator_, ApiKeyAuthenticator::FromConfig(config.auth));
+  runtime->service_ = std::make_unique<InferenceService>(*runtime->pipeline_, *runtime->admission_,
+                                                         runtime->authenticator_.get(),
+                                                         config.logging.log_request_content);
+  DFLASH_RETURN_IF_ERROR(runtime->StartGrpc(config));
+  if (!config.metrics_listen.empty()) {
+    DFLASH_ASSIGN_OR_RETURN(
+        runtime->metrics_server_,
+        metrics::MetricsHttpServer::Start(config.metrics_listen, runtime->registry_));
+  }
+  return runtime;
+}
+
+absl::Status ServingRuntime::StartGrpc(const ServerConfig& config) {
+  DFLASH_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                          ServerCredentials(config.tls));
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.listen, credentials, &port_);
+  builder.SetMaxReceiveMessageSize(config.max_message_bytes);
+  builder.SetMaxSendMessageSize(config.max_message_bytes);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    server_.reset();
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", config.listen,
+                     " (address in use, not a local address, or malformed; expected host:port)"));
+  }
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus(kInferenceServiceName, true);
+  return absl::OkStatus();
+}
+
+int64_t ServingRuntime::Drain(absl::Duration grace) {
+  if (drained_) return 0;
+  drained_ = true;
+  const absl::Time deadline = absl::Now() + grace;
+  // Load balancers and Kubernetes see NOT_SERVING first and stop sending new traffic.
+  if (server_ != nullptr) server_->GetHealthCheckService()->Shutdown();
+  int64_t unanswered = 0;
+  if (admission_ != nullptr) {
+    admission_->StartDraining();
+    if (!admission_->WaitIdle(deadline)) unanswered = admission_->inflight();
+  }
+  // Anything still queued is answered by the batchers before they stop.
+  catalog_.ShutdownAll();
+  if (server_ != nullptr) {
+    // Every accepted request is answered by now (or the grace period is over): a short margin
+    // lets the last answers be written, then idle streams and late calls are cancelled.
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+    server_->Wait();
+  }
+  metrics_server_.reset();
+  return unanswered;
+}
+
+ServingRuntime::~ServingRuntime() { Drain(absl::ZeroDuration()); }
+
+}  // namespace dflash::serving

@@ -1,0 +1,79 @@
+// The whole running service for one ServerConfig: models (tokenizers, engines, batchers), the
+// tokenization pool, the gRPC server (InferenceService, grpc.health.v1, reflection; TLS/mTLS and
+// API keys as configured) and the metrics endpoint. dflash-server's main and the end-to-end tests
+// both run it.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/config/server_config.h"
+#include "server/metrics/metric_registry.h"
+#include "server/metrics/metrics_http_server.h"
+#include "server/service/api_key_authenticator.h"
+#include "server/service/call_admission.h"
+#include "server/service/inference_pipeline.h"
+#include "server/service/inference_service.h"
+#include "server/service/model_catalog.h"
+#include "server/service/service_metrics.h"
+#include "server/service/worker_pool.h"
+
+namespace dflash::serving {
+
+// Creates one served model; the default is ServedModel::Load. Tests substitute engines.
+using ModelLoader = std::function<absl::StatusOr<std::unique_ptr<ServedModel>>(
+    const ModelEntry&, std::shared_ptr<BatchObserver>)>;
+
+// The health service names under which serving status is reported: "" (the whole server) and
+// the inference service's full name.
+inline constexpr char kInferenceServiceName[] = "dflash.v1.InferenceService";
+
+class ServingRuntime {
+ public:
+  // Loads every model (warm-up included), then starts serving. Errors leave nothing running.
+  static absl::StatusOr<std::unique_ptr<ServingRuntime>> Start(const ServerConfig& config,
+                                                               ServerIdentity identity,
+                                                               ModelLoader loader = nullptr);
+  ~ServingRuntime();  // Drain(zero grace) if Drain was not called.
+
+  ServingRuntime(const ServingRuntime&) = delete;
+  ServingRuntime& operator=(const ServingRuntime&) = delete;
+
+  // The bound gRPC port (useful with "host:0") and the metrics port (0 when disabled).
+  int port() const { return port_; }
+  int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+
+  // Graceful shutdown: health turns NOT_SERVING, new calls get UNAVAILABLE, every accepted request
+  // is answered (waiting up to `grace`), then batchers and the gRPC server stop. Returns how many
+  // accepted requests were still unanswered when the grace period ran out (0: nothing lost).
+  // Idempotent.
+  int64_t Drain(absl::Duration grace);
+
+  const ModelCatalog& catalog() const { return catalog_; }
+  metrics::Registry& registry() { return registry_; }
+
+ private:
+  ServingRuntime() = default;
+  absl::Status StartGrpc(const ServerConfig& config);
+
+  // Declaration order is destruction order in reverse: the gRPC server goes first, the metrics
+  // registry (read by the batchers' observers) last.
+  metrics::Registry registry_;
+  std::unique_ptr<ServiceMetrics> metrics_;
+  ModelCatalog catalog_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<InferencePipeline> pipeline_;
+  std::unique_ptr<CallAdmission> admission_;
+  std::unique_ptr<ApiKeyAuthenticator> authenticator_;
+  std::unique_ptr<InferenceService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_server_;
+  int port_ = 0;
+  bool drained_ = false;
+};
+
+}  // namespace dflash::serving

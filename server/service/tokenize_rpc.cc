@@ -1,0 +1,89 @@
+// Tokenize: the tokenizer alone, exactly as the inference RPCs run it; nothing is queued.
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "server/service/inference_pipeline.h"
+
+namespace dflash::serving {
+namespace {
+
+v1::Segment SegmentOf(TokenSource source) {
+  switch (source) {
+    case TokenSource::kFirst:
+      return v1::SEGMENT_TEXT;
+    case TokenSource::kSecond:
+      return v1::SEGMENT_TEXT_PAIR;
+    case TokenSource::kTemplate:
+      break;
+  }
+  return v1::SEGMENT_UNSPECIFIED;
+}
+
+}  // namespace
+
+void InferencePipeline::Tokenize(const v1::TokenizeRequest& request, CallContext call,
+                                 Responder<v1::TokenizeResponse> respond) {
+  ServedModel* model = BeginRequest("Tokenize", request.model(), std::nullopt, call, respond);
+  if (model == nullptr) return;
+  if (absl::Status count = CheckCount(static_cast<size_t>(request.inputs_size()),
+                                      model->entry().limits.max_inputs, "inputs", "inputs");
+      !count.ok()) {
+    respond(std::move(count));
+    return;
+  }
+  // truncate = false reports over-long inputs in full instead of failing: nothing runs.
+  RequestTruncation truncation = ResolveTruncation(
+      *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
+      request.truncation_direction(), request.truncation_strategy(),
+      TruncationStrategy::kLongestFirst);
+  truncation.reject_over_length = false;
+  const bool add_special_tokens = !request.has_add_special_tokens() || request.add_special_tokens();
+  auto encodings = std::make_shared<std::vector<Encoding>>(request.inputs_size());
+  auto respond_once = std::make_shared<Responder<v1::TokenizeResponse>>(std::move(respond));
+  pool_.Post(
+      [this, &request, call, model, truncation, add_special_tokens, encodings, respond_once]() {
+        const absl::Time start = absl::Now();
+        ParallelFor(
+            pool_, request.inputs_size(), 8,
+            [&request, model, truncation, encodings](int i) -> absl::Status {
+              DFLASH_ASSIGN_OR_RETURN((*encodings)[static_cast<size_t>(i)],
+                                      EncodeTextInput(*model, request.inputs(i), truncation,
+                                                      absl::StrCat("inputs[", i, "]")));
+              return absl::OkStatus();
+            },
+            [&request, call, model, add_special_tokens, encodings, respond_once,
+             start](absl::Status status) {
+              if (!status.ok()) {
+                (*respond_once)(std::move(status));
+                return;
+              }
+              v1::TokenizeResponse response;
+              uint64_t tokens = 0;
+              for (const Encoding& encoding : *encodings) {
+                v1::Encoding* out = response.add_encodings();
+                out->set_truncated(encoding.truncated);
+                for (size_t t = 0; t < encoding.ids.size(); ++t) {
+                  const bool special = encoding.sources[t] == TokenSource::kTemplate;
+                  if (special && !add_special_tokens) continue;
+                  v1::Token* token = out->add_tokens();
+                  token->set_id(encoding.ids[t]);
+                  token->set_piece(std::string(model->tokenizer().TokenText(encoding.ids[t])));
+                  token->set_start(encoding.offsets[t].begin);
+                  token->set_end(encoding.offsets[t].end);
+                  token->set_segment(SegmentOf(encoding.sources[t]));
+                  token->set_special(special);
+                  token->set_type_id(encoding.token_type_ids[t]);
+                  ++tokens;
+                }
+              }
+              v1::ResponseMetadata* metadata = response.mutable_metadata();
+              metadata->set_request_id(request.request_id());
+              metadata->set_model(model->id());
+              metadata->set_tokens(tokens);
+              metadata->set_tokenization_us(DurationMicros(absl::Now() - start));
+              metadata->set_total_us(DurationMicros(absl::Now() - call.received));
+              (*respond_once)(std::move(response));
+            });
+      });
+}
+
+}  // namespace dflash::serving

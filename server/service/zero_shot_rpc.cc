@@ -1,0 +1,194 @@
+// ZeroShot: every (text, hypothesis(label)) pair is one NLI sequence. Scores follow the
+// transformers zero-shot pipeline: single-label, softmax of the entailment logits over the
+// candidate labels; multi-label, per label softmax over (contradiction, entailment) taken at
+// entailment.
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "engine/common/status_macros.h"
+#include "server/service/inference_pipeline.h"
+#include "server/service/label_ranking.h"
+
+namespace dflash::serving {
+namespace {
+
+constexpr absl::string_view kDefaultHypothesisTemplate = "This example is {}.";
+
+absl::StatusOr<std::string> HypothesisTemplate(absl::string_view requested) {
+  if (requested.empty()) return std::string(kDefaultHypothesisTemplate);
+  size_t count = 0;
+  for (size_t at = requested.find("{}"); at != absl::string_view::npos;
+       at = requested.find("{}", at + 2)) {
+    ++count;
+  }
+  if (count != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hypothesis_template: must contain \"{}\" exactly once (found ", count, " times)"));
+  }
+  return std::string(requested);
+}
+
+// Scores of one text's candidates from the logits of its pairs.
+std::vector<float> ZeroShotScores(const std::vector<const std::vector<float>*>& logits,
+                                  int entailment, int contradiction, bool multi_label) {
+  std::vector<float> scores(logits.size());
+  if (multi_label) {
+    for (size_t l = 0; l < logits.size(); ++l) {
+      const double e = (*logits[l])[static_cast<size_t>(entailment)];
+      const double c = (*logits[l])[static_cast<size_t>(contradiction)];
+      scores[l] = static_cast<float>(1.0 / (1.0 + std::exp(c - e)));
+    }
+    return scores;
+  }
+  double max_logit = -INFINITY;
+  for (const auto* pair : logits) {
+    max_logit = std::max(max_logit, static_cast<double>((*pair)[static_cast<size_t>(entailment)]));
+  }
+  double sum = 0;
+  std::vector<double> exps(logits.size());
+  for (size_t l = 0; l < logits.size(); ++l) {
+    exps[l] = std::exp((*logits[l])[static_cast<size_t>(entailment)] - max_logit);
+    sum += exps[l];
+  }
+  for (size_t l = 0; l < logits.size(); ++l) scores[l] = static_cast<float>(exps[l] / sum);
+  return scores;
+}
+
+}  // namespace
+
+void InferencePipeline::ZeroShot(const v1::ZeroShotRequest& request, CallContext call,
+                                 Responder<v1::ZeroShotResponse> respond) {
+  ServedModel* model =
+      BeginRequest("ZeroShot", request.model(), ServedTask::kZeroShot, call, respond);
+  if (model == nullptr) return;
+  const ModelCapabilities& caps = model->capabilities();
+  const RequestLimitsConfig& limits = model->entry().limits;
+  const size_t texts = static_cast<size_t>(request.texts_size());
+  const size_t labels = static_cast<size_t>(request.candidate_labels_size());
+  absl::Status valid = CheckCount(texts, limits.max_inputs, "texts", "texts");
+  if (valid.ok()) {
+    valid = CheckCount(labels, limits.max_candidate_labels, "candidate_labels", "labels");
+  }
+  if (valid.ok() && limits.max_sequences > 0 &&
+      texts * labels > static_cast<size_t>(limits.max_sequences)) {
+    valid = absl::InvalidArgumentError(absl::StrCat(
+        "texts x candidate_labels: ", texts * labels, " pairs, more than the server's limit of ",
+        limits.max_sequences, " sequences per request; split the request"));
+  }
+  for (size_t l = 0; valid.ok() && l < labels; ++l) {
+    const std::string field = absl::StrCat("candidate_labels[", l, "]");
+    if (request.candidate_labels(static_cast<int>(l)).empty()) {
+      valid = absl::InvalidArgumentError(absl::StrCat(field, ": must not be empty"));
+    } else {
+      valid = CheckText(*model, request.candidate_labels(static_cast<int>(l)), field);
+    }
+  }
+  absl::StatusOr<std::string> hypothesis_template =
+      HypothesisTemplate(request.hypothesis_template());
+  if (valid.ok()) valid = hypothesis_template.status();
+  if (!valid.ok()) {
+    respond(std::move(valid));
+    return;
+  }
+  const RequestTruncation truncation = ResolveTruncation(
+      *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
+      request.truncation_direction(), request.truncation_strategy(),
+      TruncationStrategy::kOnlyFirst);
+
+  // Each text and each hypothesis is tokenized once (hypotheses here: they are short; texts in
+  // parallel on the pool); the texts x labels pairs are then assembled from those tokens.
+  struct Tokenized {
+    std::vector<TextTokens> texts;
+    std::vector<TextTokens> hypotheses;
+  };
+  auto tokenized = std::make_shared<Tokenized>();
+  tokenized->texts.resize(texts);
+  tokenized->hypotheses.resize(labels);
+  const DebertaTokenizer& tokenizer = model->tokenizer();
+  for (size_t l = 0; l < labels; ++l) {
+    absl::StatusOr<TextTokens> hypothesis = tokenizer.EncodeText(absl::StrReplaceAll(
+        *hypothesis_template, {{"{}", request.candidate_labels(static_cast<int>(l))}}));
+    if (!hypothesis.ok()) {
+      respond(WithField(hypothesis.status(), absl::StrCat("candidate_labels[", l, "]")));
+      return;
+    }
+    tokenized->hypotheses[l] = std::move(*hypothesis);
+  }
+  const int entailment = *caps.entailment_id;
+  const int contradiction = *caps.contradiction_id;
+  auto respond_once = std::make_shared<Responder<v1::ZeroShotResponse>>(std::move(respond));
+  pool_.Post([this, &request, call, model, truncation, tokenized, texts, labels, entailment,
+              contradiction, respond_once]() {
+    ParallelFor(
+        pool_, static_cast<int>(texts), 8,
+        [&request, model, tokenized](int t) -> absl::Status {
+          const std::string field = absl::StrCat("texts[", t, "]");
+          DFLASH_RETURN_IF_ERROR(CheckText(*model, request.texts(t), field));
+          absl::StatusOr<TextTokens> text = model->tokenizer().EncodeText(request.texts(t));
+          if (!text.ok()) return WithField(text.status(), field);
+          tokenized->texts[static_cast<size_t>(t)] = std::move(*text);
+          return absl::OkStatus();
+        },
+        [this, &request, call, model, truncation, tokenized, texts, labels, entailment,
+         contradiction, respond_once](absl::Status status) {
+          if (!status.ok()) {
+            (*respond_once)(std::move(status));
+            return;
+          }
+          Encoder assemble = [model, truncation, tokenized,
+                              labels](int index) -> absl::StatusOr<Sequence> {
+            const size_t t = static_cast<size_t>(index) / labels;
+            const size_t l = static_cast<size_t>(index) % labels;
+            absl::StatusOr<Encoding> encoding = model->tokenizer().Assemble(
+                tokenized->texts[t], &tokenized->hypotheses[l], truncation.pair);
+            if (!encoding.ok()) {
+              return WithField(encoding.status(),
+                               absl::StrCat("texts[", t, "] with candidate_labels[", l, "]"));
+            }
+            DFLASH_RETURN_IF_ERROR(
+                CheckLength(truncation, encoding->ids.size(),
+                            absl::StrCat("texts[", t, "] with candidate_labels[", l, "]")));
+            const bool truncated = encoding->truncated;
+            return Sequence{ToSequenceInput(std::move(*encoding)), truncated};
+          };
+          RunSequences(
+              model, call, ResolvePriority(*model, request.priority()), kSequenceLogits,
+              static_cast<int>(texts * labels), std::move(assemble),
+              [this, &request, call, texts, labels, entailment, contradiction,
+               respond_once](absl::StatusOr<ModelRun> run) {
+                if (!run.ok()) {
+                  (*respond_once)(run.status());
+                  return;
+                }
+                v1::ZeroShotResponse response;
+                for (size_t t = 0; t < texts; ++t) {
+                  std::vector<const std::vector<float>*> logits(labels);
+                  uint32_t tokens = 0;
+                  bool truncated = false;
+                  for (size_t l = 0; l < labels; ++l) {
+                    const size_t s = t * labels + l;
+                    logits[l] = &run->result.outputs[s].logits;
+                    tokens += static_cast<uint32_t>(run->lengths[s]);
+                    truncated = truncated || run->sequences[s].truncated;
+                  }
+                  const std::vector<float> scores =
+                      ZeroShotScores(logits, entailment, contradiction, request.multi_label());
+                  v1::ZeroShotResult* result = response.add_results();
+                  for (int l : RankByScore(scores, request.top_k())) {
+                    v1::LabelScore* score = result->add_scores();
+                    score->set_id(l);
+                    score->set_label(request.candidate_labels(l));
+                    score->set_score(scores[static_cast<size_t>(l)]);
+                  }
+                  result->set_tokens(tokens);
+                  result->set_truncated(truncated);
+                }
+                FillMetadata(*run, call, request.request_id(), response.mutable_metadata());
+                (*respond_once)(std::move(response));
+              });
+        });
+  });
+}
+
+}  // namespace dflash::serving

@@ -1,0 +1,102 @@
+// libdflash_sentencepiece_shim.so: libsentencepiece behind the C interface of
+// sentencepiece_shim_api.h (see there for why it lives in its own link namespace). Everything the
+// tokenizer needs from sentencepiece is here; nothing else includes sentencepiece_processor.h.
+#include <sentencepiece_processor.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "server/tokenizer/sentencepiece_shim_api.h"
+
+namespace {
+
+void WriteMessage(const std::string& text, char* message, size_t capacity) {
+  if (message == nullptr || capacity == 0) return;
+  const size_t size = std::min(text.size(), capacity - 1);
+  std::memcpy(message, text.data(), size);
+  message[size] = '\0';
+}
+
+const sentencepiece::SentencePieceProcessor& Processor(const void* model) {
+  return *static_cast<const sentencepiece::SentencePieceProcessor*>(model);
+}
+
+}  // namespace
+
+extern "C" {
+
+void* dflash_spm_load(const char* path, int* error_kind, char* message, size_t message_capacity) {
+  // An exception must not cross into the caller's namespace: everything here is noexcept-safe.
+  auto* processor = new (std::nothrow) sentencepiece::SentencePieceProcessor();
+  if (processor == nullptr) {
+    *error_kind = DFLASH_SPM_INVALID_MODEL;
+    WriteMessage("out of memory", message, message_capacity);
+    return nullptr;
+  }
+  const sentencepiece::util::Status status = processor->Load(std::string(path));
+  if (!status.ok()) {
+    *error_kind = DFLASH_SPM_INVALID_MODEL;
+    WriteMessage(status.ToString(), message, message_capacity);
+    delete processor;
+    return nullptr;
+  }
+  *error_kind = DFLASH_SPM_OK;
+  return processor;
+}
+
+void dflash_spm_free(void* model) {
+  delete static_cast<sentencepiece::SentencePieceProcessor*>(model);
+}
+
+int32_t dflash_spm_piece_count(const void* model) { return Processor(model).GetPieceSize(); }
+
+int32_t dflash_spm_unk_id(const void* model) { return Processor(model).unk_id(); }
+
+int32_t dflash_spm_piece_to_id(const void* model, const char* piece, size_t size) {
+  const auto& processor = Processor(model);
+  const std::string text(piece, size);
+  const int id = processor.PieceToId(text);
+  // sentencepiece answers unk_id for an unknown piece; tell the two apart.
+  if (id < 0 || id >= processor.GetPieceSize() || processor.IdToPiece(id) != text) return -1;
+  return id;
+}
+
+const char* dflash_spm_id_to_piece(const void* model, int32_t id, size_t* size) {
+  const auto& processor = Processor(model);
+  if (id < 0 || id >= processor.GetPieceSize()) {
+    *size = 0;
+    return "";
+  }
+  const std::string& piece = processor.IdToPiece(id);
+  *size = piece.size();
+  return piece.data();
+}
+
+int64_t dflash_spm_encode(const void* model, const char* text, size_t size, DflashSpmToken* tokens,
+                          size_t capacity, char* message, size_t message_capacity) {
+  if (size >= std::numeric_limits<uint32_t>::max()) {
+    WriteMessage("text too large for sentencepiece (4 GiB or more)", message, message_capacity);
+    return -1;
+  }
+  sentencepiece::ImmutableSentencePieceText encoded;
+  const sentencepiece::util::Status status =
+      Processor(model).Encode(std::string_view(text, size), encoded.mutable_proto());
+  if (!status.ok()) {
+    WriteMessage("sentencepiece encode failed: " + status.ToString(), message, message_capacity);
+    return -1;
+  }
+  const size_t count = encoded.pieces_size();
+  for (size_t i = 0; i < count && i < capacity; ++i) {
+    const auto piece = encoded.pieces(static_cast<int>(i));
+    // Offsets come from the normalizer's alignment; clamp them so that a surprise can never
+    // index outside `text` downstream.
+    const uint32_t end = std::min<uint32_t>(piece.end(), static_cast<uint32_t>(size));
+    const uint32_t begin = std::min<uint32_t>(piece.begin(), end);
+    tokens[i] = DflashSpmToken{static_cast<int32_t>(piece.id()), begin, end};
+  }
+  return static_cast<int64_t>(count);
+}
+
+}  // extern "C"

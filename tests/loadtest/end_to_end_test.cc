@@ -1,0 +1,288 @@
+// The load generator against an in-process fake InferenceService on 127.0.0.1: call counts, error
+// counts by code and the report's fields, in closed and open loops. Nothing here asserts a
+// latency or a rate beyond "positive".
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "loadtest/load_generator.h"
+#include "loadtest/loopback_channels.h"
+#include "loadtest/report.h"
+#include "loadtest/request_generator.h"
+#include "tests/loadtest/fake_inference_service.h"
+
+namespace dflash::loadtest {
+namespace {
+
+using testing::FakeServer;
+using testing::FakeServiceOptions;
+
+std::shared_ptr<const Corpus> SmallCorpus() {
+  return std::make_shared<const Corpus>(*Corpus::FromText(
+      "the quick brown fox jumps over the lazy dog while the cat sleeps in the warm sun", "test"));
+}
+
+RequestGenerator MakeGenerator(const std::string& workload_json) {
+  auto workload = ParseWorkload(workload_json, "test.json");
+  EXPECT_TRUE(workload.ok()) << workload.status();
+  return RequestGenerator(*workload, SmallCorpus(), 1);
+}
+
+constexpr char kClassify[] =
+    R"({"rpc": "classify", "inputs_per_call": 2, "mix": [{"text_words": 6, "pair_words": 3}]})";
+
+std::vector<std::shared_ptr<grpc::Channel>> Channels(const FakeServer& server, int count = 1) {
+  auto channels = MakeLoopbackChannels(server.target(), grpc::InsecureChannelCredentials(), count);
+  EXPECT_TRUE(channels.ok()) << channels.status();
+  return channels.ok() ? *channels : std::vector<std::shared_ptr<grpc::Channel>>{};
+}
+
+LoadOptions ClosedLoop(int concurrency, int64_t requests) {
+  LoadOptions options;
+  options.process = ArrivalProcess::kClosedLoop;
+  options.concurrency = concurrency;
+  options.max_requests = requests;
+  options.timeout = absl::Seconds(30);
+  return options;
+}
+
+LoadOptions OpenLoop(ArrivalProcess process, double rate, int64_t requests) {
+  LoadOptions options;
+  options.process = process;
+  options.rate = rate;
+  options.max_requests = requests;
+  options.timeout = absl::Seconds(30);
+  return options;
+}
+
+RunDescription Describe(const FakeServer& server) {
+  RunDescription description;
+  description.target = server.target();
+  description.workload_path = "test.json";
+  description.rpc = "classify";
+  return description;
+}
+
+void ExpectHistogramFields(const nlohmann::ordered_json& histogram) {
+  for (const char* key : {"count", "min", "mean", "p50", "p90", "p99", "p99_9", "max"}) {
+    EXPECT_TRUE(histogram.contains(key) && histogram[key].is_number()) << key;
+  }
+}
+
+TEST(EndToEndTest, ClosedLoopCountsEveryCall) {
+  FakeServer server;
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  const LoadOptions options = ClosedLoop(4, 60);
+  auto result = RunLoad(options, generator, Channels(server, 2));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const RunTotals& totals = result->totals;
+  EXPECT_EQ(totals.measured.sent, 60);
+  EXPECT_EQ(totals.measured.ok, 60);
+  EXPECT_EQ(totals.measured.errors, 0);
+  EXPECT_EQ(totals.warmup.sent, 0);
+  EXPECT_EQ(server.service().classify_calls(), 60);
+  EXPECT_EQ(totals.latency.count(), 60);
+  EXPECT_EQ(totals.sequences, 120);
+  EXPECT_EQ(totals.server_tokens, 60 * 2 * (8 + 4));  // Canned: words + specials per pair.
+  EXPECT_GT(totals.latency.min(), 0);
+  EXPECT_TRUE(totals.errors_by_code.empty());
+  EXPECT_FALSE(result->interrupted);
+  EXPECT_GT(result->measured_seconds, 0.0);
+
+  const nlohmann::ordered_json report = ReportJson(Describe(server), options, *result);
+  EXPECT_EQ(report["tool"], "dflash-loadtest");
+  EXPECT_EQ(report["report_version"], 1);
+  EXPECT_TRUE(report["started_at"].is_string());
+  EXPECT_EQ(report["config"]["mode"], "closed");
+  EXPECT_EQ(report["config"]["concurrency"], 4);
+  EXPECT_TRUE(report["config"]["rate_per_s"].is_null());
+  EXPECT_EQ(report["config"]["target"], server.target());
+  EXPECT_EQ(report["measured"]["sent"], 60);
+  EXPECT_EQ(report["measured"]["completed"], 60);
+  EXPECT_EQ(report["measured"]["ok"], 60);
+  EXPECT_EQ(report["measured"]["errors"], 0);
+  EXPECT_TRUE(report["measured"]["errors_by_code"].empty());
+  EXPECT_TRUE(report["measured"]["offered_rate_per_s"].is_null());
+  EXPECT_GT(report["measured"]["ok_rate_per_s"].get<double>(), 0.0);
+  EXPECT_GT(report["measured"]["sequences_per_s"].get<double>(), 0.0);
+  for (const char* key :
+       {"latency_ms", "error_latency_ms", "send_lag_ms", "server_total_ms", "server_queue_ms"}) {
+    ExpectHistogramFields(report[key]);
+  }
+  EXPECT_EQ(report["latency_ms"]["count"], 60);
+  EXPECT_GT(report["latency_ms"]["p50"].get<double>(), 0.0);
+  EXPECT_LE(report["latency_ms"]["p50"].get<double>(), report["latency_ms"]["max"].get<double>());
+  EXPECT_DOUBLE_EQ(report["server_total_ms"]["p50"].get<double>(), 0.12);  // Canned 120 us.
+  const std::string table = SummaryTable(report);
+  EXPECT_NE(table.find("concurrency 4"), std::string::npos) << table;
+  EXPECT_NE(table.find("measured"), std::string::npos) << table;
+}
+
+TEST(EndToEndTest, ClosedLoopCountsErrorsByCode) {
+  FakeServer server(FakeServiceOptions{.reject_every = 4});
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  const LoadOptions options = ClosedLoop(3, 60);
+  auto result = RunLoad(options, generator, Channels(server));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const RunTotals& totals = result->totals;
+  EXPECT_EQ(totals.measured.sent, 60);
+  EXPECT_EQ(totals.measured.ok, 45);
+  EXPECT_EQ(totals.measured.errors, 15);
+  EXPECT_EQ(totals.errors_by_code, (std::map<std::string, int64_t>{{"RESOURCE_EXHAUSTED", 15}}));
+  EXPECT_EQ(totals.latency.count(), 45);
+  EXPECT_EQ(totals.error_latency.count(), 15);
+
+  const nlohmann::ordered_json report = ReportJson(Describe(server), options, *result);
+  EXPECT_EQ(report["measured"]["errors_by_code"]["RESOURCE_EXHAUSTED"], 15);
+  EXPECT_EQ(report["measured"]["first_error_message"]["RESOURCE_EXHAUSTED"], "queue full");
+  EXPECT_EQ(report["error_latency_ms"]["count"], 15);
+  const std::string table = SummaryTable(report);
+  EXPECT_NE(table.find("RESOURCE_EXHAUSTED"), std::string::npos) << table;
+
+  // The file form of the report is the same JSON.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("dflash_loadtest_report_" + std::to_string(::getpid()) + ".json"))
+                               .string();
+  ASSERT_TRUE(WriteReport(path, report).ok());
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(nlohmann::ordered_json::parse(text.str()), report);
+  std::filesystem::remove(path);
+}
+
+TEST(EndToEndTest, OpenLoopPoissonSendsTheScheduleAndCountsErrors) {
+  FakeServer server(FakeServiceOptions{.reject_every = 5});
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  LoadOptions options = OpenLoop(ArrivalProcess::kPoisson, 2000.0, 100);
+  options.progress_interval = absl::Milliseconds(10);  // Exercises the progress thread.
+  auto result = RunLoad(options, generator, Channels(server));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const RunTotals& totals = result->totals;
+  EXPECT_EQ(totals.measured.sent, 100);
+  EXPECT_EQ(totals.measured.ok, 80);
+  EXPECT_EQ(totals.errors_by_code, (std::map<std::string, int64_t>{{"RESOURCE_EXHAUSTED", 20}}));
+  EXPECT_EQ(server.service().calls(), 100);
+  EXPECT_EQ(totals.send_lag.count(), 100);
+  EXPECT_GT(result->send_seconds, 0.0);
+
+  const nlohmann::ordered_json report = ReportJson(Describe(server), options, *result);
+  EXPECT_EQ(report["config"]["mode"], "poisson");
+  EXPECT_TRUE(report["config"]["concurrency"].is_null());
+  EXPECT_EQ(report["measured"]["offered_rate_per_s"], 2000.0);
+  EXPECT_GT(report["measured"]["sent_rate_per_s"].get<double>(), 0.0);
+  EXPECT_GT(report["measured"]["ok_rate_per_s"].get<double>(), 0.0);
+  EXPECT_EQ(report["send_lag_ms"]["count"], 100);
+  EXPECT_NE(SummaryTable(report).find("send lag"), std::string::npos);
+}
+
+TEST(EndToEndTest, OpenLoopWarmupIsSentButExcluded) {
+  FakeServer server;
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  // A constant schedule at 500/s puts calls 0-49 in the 100 ms warm-up and 50-149 in the
+  // following 200 ms, whatever the timing of the machine.
+  LoadOptions options = OpenLoop(ArrivalProcess::kConstant, 500.0, 0);
+  options.warmup = absl::Milliseconds(100);
+  options.duration = absl::Milliseconds(200);
+  auto result = RunLoad(options, generator, Channels(server));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->totals.warmup.sent, 50);
+  EXPECT_EQ(result->totals.measured.sent, 100);
+  EXPECT_EQ(result->totals.warmup.ok + result->totals.measured.ok, 150);
+  EXPECT_EQ(result->totals.latency.count(), 100);
+  EXPECT_EQ(server.service().calls(), 150);
+  const nlohmann::ordered_json report = ReportJson(Describe(server), options, *result);
+  EXPECT_EQ(report["warmup"]["sent"], 50);
+  EXPECT_EQ(report["measured"]["sent"], 100);
+  EXPECT_NEAR(report["measured"]["sent_rate_per_s"].get<double>(), 500.0, 1e-6);
+}
+
+TEST(EndToEndTest, ClosedLoopBoundedByDuration) {
+  FakeServer server;
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  LoadOptions options = ClosedLoop(2, 0);
+  options.warmup = absl::Milliseconds(50);
+  options.duration = absl::Milliseconds(150);
+  auto result = RunLoad(options, generator, Channels(server));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const RunTotals& totals = result->totals;
+  // How many calls fit in 150 ms depends on the machine; the accounting does not.
+  EXPECT_GT(totals.warmup.sent + totals.measured.sent, 0);
+  EXPECT_EQ(totals.measured.sent, totals.measured.ok);
+  EXPECT_EQ(totals.warmup.sent + totals.measured.sent, server.service().calls());
+}
+
+TEST(EndToEndTest, DeadlinesAreCountedAsErrors) {
+  FakeServer server(FakeServiceOptions{.hang_every = 2});
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  LoadOptions options = ClosedLoop(2, 6);
+  options.timeout = absl::Milliseconds(300);
+  auto result = RunLoad(options, generator, Channels(server));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->totals.measured.ok, 3);
+  EXPECT_EQ(result->totals.errors_by_code,
+            (std::map<std::string, int64_t>{{"DEADLINE_EXCEEDED", 3}}));
+}
+
+TEST(EndToEndTest, EveryRpcKindAndTheApiKey) {
+  FakeServer server;
+  const std::vector<std::string> workloads = {
+      kClassify,
+      R"({"rpc": "rerank", "inputs_per_call": 3, "mix": [{"query_words": 2, "document_words": 8}]})",
+      R"({"rpc": "embed", "inputs_per_call": 2, "mix": [{"text_words": 5}]})",
+      R"({"rpc": "zeroshot", "candidate_labels": ["a", "b"], "mix": [{"text_words": 5}]})",
+      R"({"rpc": "tokenize", "mix": [{"text_words": 5, "pair_words": 2}]})",
+  };
+  for (const std::string& workload : workloads) {
+    const RequestGenerator generator = MakeGenerator(workload);
+    LoadOptions options = ClosedLoop(1, 5);
+    options.api_key = "secret-key";
+    auto result = RunLoad(options, generator, Channels(server));
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->totals.measured.ok, 5) << workload;
+  }
+  EXPECT_EQ(server.service().classify_calls(), 5);
+  EXPECT_EQ(server.service().rerank_calls(), 5);
+  EXPECT_EQ(server.service().embed_calls(), 5);
+  EXPECT_EQ(server.service().zeroshot_calls(), 5);
+  EXPECT_EQ(server.service().tokenize_calls(), 5);
+  EXPECT_EQ(server.service().last_authorization(), "Bearer secret-key");
+}
+
+TEST(EndToEndTest, StopFlagEndsSendingEarly) {
+  FakeServer server;
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  std::atomic<bool> stop{true};
+  LoadOptions options = OpenLoop(ArrivalProcess::kConstant, 10.0, 0);
+  options.duration = absl::Seconds(3600);
+  options.stop = &stop;
+  auto result = RunLoad(options, generator, Channels(server));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->interrupted);
+  EXPECT_EQ(result->totals.measured.sent, 0);
+}
+
+TEST(EndToEndTest, RejectsBadOptionsAndRemoteTargets) {
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  LoadOptions unbounded = ClosedLoop(1, 0);
+  EXPECT_EQ(RunLoad(unbounded, generator, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(ValidateLoadOptions(ClosedLoop(0, 10)).ok());
+  EXPECT_FALSE(ValidateLoadOptions(OpenLoop(ArrivalProcess::kPoisson, 0.0, 10)).ok());
+  LoadOptions no_timeout = ClosedLoop(1, 10);
+  no_timeout.timeout = absl::ZeroDuration();
+  EXPECT_FALSE(ValidateLoadOptions(no_timeout).ok());
+  EXPECT_TRUE(ValidateLoadOptions(ClosedLoop(1, 10)).ok());
+  EXPECT_FALSE(
+      MakeLoopbackChannels("example.com:50051", grpc::InsecureChannelCredentials(), 1).ok());
+  EXPECT_FALSE(MakeLoopbackChannels("127.0.0.1:50051", grpc::InsecureChannelCredentials(), 0).ok());
+}
+
+}  // namespace
+}  // namespace dflash::loadtest

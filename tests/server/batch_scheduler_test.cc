@@ -1,0 +1,1177 @@
+// The dynamic batcher against fake engines: batch shapes and budgets, priorities, splitting,
+// deadlines, cancellation, engine failures, admission, shutdown, parallel workers and a concurrency
+// stress. Engines block on gates instead of the tests sleeping, so every check is about behaviour,
+// never timing. Run it under TSan too (-DDFLASH_SANITIZE=thread).
+#include "server/batching/batch_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <set>
+#include <span>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+
+namespace dflash::serving {
+namespace {
+
+constexpr int kNumLabels = 3;
+constexpr int kHidden = 4;
+constexpr int kVocab = 100000;
+constexpr int32_t kFailToken = kVocab - 1;  // A batch holding this token fails in the fake engine.
+// Bounds every wait of a test so that a bug shows as a failure, not a hung test binary.
+constexpr std::chrono::seconds kHangGuard(60);
+
+ModelConfig FakeConfig(HeadKind head = HeadKind::kSequenceClassification) {
+  ModelConfig config;
+  config.head = head;
+  config.vocab_size = kVocab;
+  config.hidden_size = kHidden;
+  config.embedding_size = kHidden;
+  config.pooler_hidden_size = kHidden;
+  config.num_hidden_layers = 1;
+  config.num_attention_heads = 1;
+  config.attention_head_size = kHidden;
+  config.intermediate_size = 2 * kHidden;
+  config.type_vocab_size = 2;
+  config.relative_attention = true;
+  config.position_biased_input = false;
+  config.id2label = {"negative", "neutral", "positive"};
+  return config;
+}
+
+// The fake model: outputs are a deterministic function of a sequence's tokens, so any mix-up in
+// packing or scattering shows as a wrong value. Empty `types` means all zeros.
+float SequenceSignature(std::span<const int32_t> ids, std::span<const int32_t> types) {
+  float signature = 0.0f;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t type = types.empty() ? 0 : types[i];
+    signature += static_cast<float>(ids[i]) * static_cast<float>(i % 7 + 1) +
+                 static_cast<float>(type) * 0.5f * static_cast<float>(i + 1);
+  }
+  return signature;
+}
+
+std::vector<float> FakeLogits(std::span<const int32_t> ids, std::span<const int32_t> types) {
+  const float signature = SequenceSignature(ids, types);
+  return {signature, signature + 0.25f, -signature};
+}
+
+std::vector<float> FakeEmbedding(std::span<const int32_t> ids, std::span<const int32_t> types) {
+  return {static_cast<float>(ids.size()), static_cast<float>(ids.front()),
+          static_cast<float>(ids.back()), SequenceSignature(ids, types)};
+}
+
+struct RecordedBatch {
+  int engine = 0;
+  PackedBatch batch;
+  RunOptions options;
+  bool failed = false;
+};
+
+// Every batch the fake engines of one test received, in the order they entered Run.
+class EngineLog {
+ public:
+  int Record(int engine, const PackedBatch& batch, const RunOptions& options) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batches_.push_back(RecordedBatch{engine, batch, options, false});
+    changed_.notify_all();
+    return static_cast<int>(batches_.size()) - 1;
+  }
+  void MarkFailed(int index) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    batches_[index].failed = true;
+  }
+  // Until `count` batches have entered Run; false if that never happens.
+  bool WaitForBatches(int count) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return changed_.wait_for(lock, kHangGuard,
+                             [&] { return static_cast<int>(batches_.size()) >= count; });
+  }
+  std::vector<RecordedBatch> Batches() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return batches_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<RecordedBatch> batches_;
+};
+
+// Holds an engine inside Run (keeping its worker busy) until opened.
+class Gate {
+ public:
+  explicit Gate(bool open) : open_(open) {}
+  void Open() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    opened_.wait(lock, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_;
+};
+
+struct FakeEngineOptions {
+  HeadKind head = HeadKind::kSequenceClassification;
+  int num_labels = kNumLabels;
+  bool fail_every_batch = false;
+  bool short_logits = false;  // Returns one logit too few: a malformed output.
+};
+
+class FakeEngine : public Engine {
+ public:
+  FakeEngine(int index, std::shared_ptr<EngineLog> log, std::shared_ptr<Gate> gate,
+             FakeEngineOptions options = {})
+      : index_(index),
+        log_(std::move(log)),
+        gate_(std::move(gate)),
+        options_(options),
+        config_(FakeConfig(options.head)) {
+    config_.id2label.resize(static_cast<size_t>(options.num_labels), "label");
+  }
+
+  absl::StatusOr<BatchOutput> Run(const PackedBatch& batch, const RunOptions& options) override {
+    const int recorded = log_->Record(index_, batch, options);
+    if (gate_ != nullptr) gate_->Wait();
+    if (absl::Status status = ValidatePackedBatch(batch, options, config_); !status.ok()) {
+      log_->MarkFailed(recorded);
+      return status;
+    }
+    if (options_.fail_every_batch || std::find(batch.token_ids.begin(), batch.token_ids.end(),
+                                               kFailToken) != batch.token_ids.end()) {
+      log_->MarkFailed(recorded);
+      return absl::InternalError("injected engine failure");
+    }
+    BatchOutput output;
+    output.num_sequences = batch.num_sequences();
+    output.total_tokens = batch.total_tokens();
+    output.num_labels = config_.num_labels();
+    output.hidden_size = kHidden;
+    for (int s = 0; s < batch.num_sequences(); ++s) {
+      std::span<const int32_t> ids(batch.token_ids.data() + batch.cu_seqlens[s],
+                                   static_cast<size_t>(batch.sequence_length(s)));
+      std::span<const int32_t> types;
+      if (!batch.token_type_ids.empty()) {
+        types =
+            std::span<const int32_t>(batch.token_type_ids.data() + batch.cu_seqlens[s], ids.size());
+      }
+      if (options.outputs & kSequenceLogits) {
+        for (float logit : FakeLogits(ids, types)) output.sequence_logits.push_back(logit);
+      }
+      if (options.outputs & kEmbeddings) {
+        for (float value : FakeEmbedding(ids, types)) output.embeddings.push_back(value);
+      }
+    }
+    if (options_.short_logits && !output.sequence_logits.empty()) {
+      output.sequence_logits.pop_back();
+    }
+    return output;
+  }
+
+  EngineInfo Info() const override { return EngineInfo{"fake", "test double", "float32", 0, 0}; }
+  const ModelConfig& config() const override { return config_; }
+
+ private:
+  const int index_;
+  const std::shared_ptr<EngineLog> log_;
+  const std::shared_ptr<Gate> gate_;
+  const FakeEngineOptions options_;
+  ModelConfig config_;
+};
+
+// The answers `done` delivered, per request id; counts calls so that "exactly once" is checkable.
+class Answers {
+ public:
+  absl::AnyInvocable<void(absl::StatusOr<InferenceResult>)> Callback(int id) {
+    return [this, id](absl::StatusOr<InferenceResult> result) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      Slot& slot = slots_[id];
+      ++slot.calls;
+      slot.result = std::move(result);
+      ++total_calls_;
+      changed_.notify_all();
+    };
+  }
+  bool WaitForCalls(int count) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return changed_.wait_for(lock, kHangGuard, [&] { return total_calls_ >= count; });
+  }
+  int calls(int id) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = slots_.find(id);
+    return it == slots_.end() ? 0 : it->second.calls;
+  }
+  int total_calls() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return total_calls_;
+  }
+  absl::StatusOr<InferenceResult> result(int id) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = slots_.find(id);
+    if (it == slots_.end()) return absl::NotFoundError("no answer");
+    const absl::StatusOr<InferenceResult>& stored = it->second.result;
+    if (!stored.ok()) return stored.status();
+    InferenceResult copy;
+    copy.outputs = stored->outputs;
+    copy.queue_time = stored->queue_time;
+    copy.inference_time = stored->inference_time;
+    copy.tokens = stored->tokens;
+    return copy;
+  }
+
+ private:
+  struct Slot {
+    int calls = 0;
+    absl::StatusOr<InferenceResult> result = absl::UnknownError("unset");
+  };
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<int, Slot> slots_;
+  int total_calls_ = 0;
+};
+
+class RecordingObserver : public BatchObserver {
+ public:
+  struct Batch {
+    int sequences;
+    int tokens;
+    absl::StatusCode code;
+  };
+  void OnBatch(int sequences, int tokens, absl::Duration engine_time,
+               const absl::Status& status) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    EXPECT_GE(engine_time, absl::ZeroDuration());
+    batches_.push_back(Batch{sequences, tokens, status.code()});
+  }
+  void OnQueueDepth(int requests, int64_t sequences, int64_t tokens) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    last_depth_ = {requests, sequences, tokens};
+    max_requests_ = std::max(max_requests_, requests);
+    ++depth_reports_;
+  }
+  void OnDropped(absl::StatusCode code) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dropped_.push_back(code);
+  }
+
+  std::vector<Batch> batches() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return batches_;
+  }
+  std::vector<int64_t> last_depth() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return last_depth_;
+  }
+  int max_requests() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return max_requests_;
+  }
+  int depth_reports() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return depth_reports_;
+  }
+  std::vector<absl::StatusCode> dropped() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return dropped_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<Batch> batches_;
+  std::vector<int64_t> last_depth_;
+  int max_requests_ = 0;
+  int depth_reports_ = 0;
+  std::vector<absl::StatusCode> dropped_;
+};
+
+// A sequence whose first token is `tag` (unique per test, so a batch's sequences can be traced back
+// to their requests) followed by `length - 1` tokens derived from it.
+SequenceInput TaggedSequence(int32_t tag, int length, bool with_types = false) {
+  SequenceInput sequence;
+  for (int i = 0; i < length; ++i) {
+    sequence.ids.push_back(i == 0 ? tag : (tag * 31 + i * 17) % (kVocab - 2) + 1);
+    if (with_types) sequence.type_ids.push_back(i % 2);
+  }
+  return sequence;
+}
+
+InferenceRequest MakeRequest(std::vector<SequenceInput> sequences,
+                             Priority priority = Priority::kNormal,
+                             uint32_t outputs = kSequenceLogits) {
+  InferenceRequest request;
+  request.sequences = std::move(sequences);
+  request.priority = priority;
+  request.outputs = outputs;
+  return request;
+}
+
+// One scheduler over `num_engines` fake engines sharing a log. Gated engines block in Run until
+// the test opens their gate; the harness opens every gate before shutting down so that a failed
+// assertion cannot hang the binary.
+class Harness {
+ public:
+  explicit Harness(const BatchSchedulerOptions& options, int num_engines = 1, bool gated = false,
+                   std::shared_ptr<BatchObserver> observer = nullptr,
+                   FakeEngineOptions engine_options = {}) {
+    std::vector<std::unique_ptr<Engine>> engines;
+    for (int e = 0; e < num_engines; ++e) {
+      gates_.push_back(std::make_shared<Gate>(!gated));
+      engines.push_back(std::make_unique<FakeEngine>(e, log_, gates_.back(), engine_options));
+    }
+    absl::StatusOr<std::unique_ptr<BatchScheduler>> created =
+        BatchScheduler::Create(std::move(engines), options, std::move(observer));
+    EXPECT_TRUE(created.ok()) << created.status();
+    if (created.ok()) scheduler_ = *std::move(created);
+  }
+  ~Harness() {
+    OpenAllGates();
+    scheduler_.reset();
+  }
+
+  BatchScheduler& scheduler() { return *scheduler_; }
+  EngineLog& log() { return *log_; }
+  Answers& answers() { return answers_; }
+  Gate& gate(int engine = 0) { return *gates_[engine]; }
+  void OpenAllGates() {
+    for (const std::shared_ptr<Gate>& gate : gates_) gate->Open();
+  }
+
+  // Remembers the inputs of request `id` for the Expect* checks. Not thread-safe.
+  void Remember(int id, const InferenceRequest& request) {
+    inputs_[id] = request.sequences;
+    outputs_[id] = request.outputs;
+  }
+  // Submits with `done` recording under `id`; thread-safe.
+  absl::Status SubmitRemembered(int id, InferenceRequest request) {
+    request.done = answers_.Callback(id);
+    return scheduler_->Submit(std::move(request));
+  }
+  absl::Status Submit(int id, InferenceRequest request) {
+    Remember(id, request);
+    return SubmitRemembered(id, std::move(request));
+  }
+
+  // Holds the (single) gated engine busy with a one-token request so that what the test submits
+  // next waits in the queue.
+  void OccupyEngine(int id, int32_t tag) {
+    ASSERT_TRUE(Submit(id, MakeRequest({TaggedSequence(tag, 1)})).ok());
+    ASSERT_TRUE(log_->WaitForBatches(1));
+  }
+
+  // The answer of `id` is OK, came exactly once and holds exactly what the engine computed for
+  // each of its sequences, in order.
+  void ExpectCorrectAnswer(int id) {
+    EXPECT_EQ(answers_.calls(id), 1) << "request " << id;
+    absl::StatusOr<InferenceResult> result = answers_.result(id);
+    ASSERT_TRUE(result.ok()) << "request " << id << ": " << result.status();
+    const std::vector<SequenceInput>& inputs = inputs_.at(id);
+    ASSERT_EQ(result->outputs.size(), inputs.size()) << "request " << id;
+    int64_t tokens = 0;
+    for (size_t s = 0; s < inputs.size(); ++s) {
+      const SequenceInput& input = inputs[s];
+      tokens += static_cast<int64_t>(input.ids.size());
+      const SequenceOutput& output = result->outputs[s];
+      if (outputs_.at(id) & kSequenceLogits) {
+        EXPECT_EQ(output.logits, FakeLogits(input.ids, input.type_ids))
+            << "request " << id << " sequence " << s;
+      } else {
+        EXPECT_TRUE(output.logits.empty());
+      }
+      if (outputs_.at(id) & kEmbeddings) {
+        EXPECT_EQ(output.embedding, FakeEmbedding(input.ids, input.type_ids))
+            << "request " << id << " sequence " << s;
+      } else {
+        EXPECT_TRUE(output.embedding.empty());
+      }
+    }
+    EXPECT_EQ(result->tokens, tokens);
+    EXPECT_GE(result->queue_time, absl::ZeroDuration());
+    EXPECT_GE(result->inference_time, absl::ZeroDuration());
+  }
+
+  void ExpectAnswerCode(int id, absl::StatusCode code) {
+    EXPECT_EQ(answers_.calls(id), 1) << "request " << id;
+    EXPECT_EQ(answers_.result(id).status().code(), code) << "request " << id;
+  }
+
+ private:
+  std::shared_ptr<EngineLog> log_ = std::make_shared<EngineLog>();
+  std::vector<std::shared_ptr<Gate>> gates_;
+  Answers answers_;
+  std::map<int, std::vector<SequenceInput>> inputs_;
+  std::map<int, uint32_t> outputs_;
+  std::unique_ptr<BatchScheduler> scheduler_;  // Last: destroyed (shut down) first.
+};
+
+// The first token of every sequence of a batch: the tags of TaggedSequence.
+std::vector<int32_t> Tags(const PackedBatch& batch) {
+  std::vector<int32_t> tags;
+  for (int s = 0; s < batch.num_sequences(); ++s)
+    tags.push_back(batch.token_ids[batch.cu_seqlens[s]]);
+  return tags;
+}
+
+// cu_seqlens well formed, no padding, within both budgets.
+void ExpectWellFormed(const PackedBatch& batch, const BatchSchedulerOptions& options) {
+  ASSERT_GE(batch.cu_seqlens.size(), 2u);
+  EXPECT_EQ(batch.cu_seqlens.front(), 0);
+  int32_t longest = 0;
+  for (int s = 0; s < batch.num_sequences(); ++s) {
+    EXPECT_GT(batch.sequence_length(s), 0);
+    longest = std::max(longest, batch.sequence_length(s));
+  }
+  EXPECT_EQ(batch.cu_seqlens.back(), batch.total_tokens());
+  EXPECT_EQ(batch.max_seqlen, longest);
+  EXPECT_TRUE(batch.token_type_ids.empty() ||
+              batch.token_type_ids.size() == batch.token_ids.size());
+  EXPECT_LE(batch.total_tokens(), options.max_batch_tokens);
+  EXPECT_LE(batch.num_sequences(), options.max_batch_sequences);
+}
+
+BatchSchedulerOptions Budget(int tokens, int sequences) {
+  BatchSchedulerOptions options;
+  options.max_batch_tokens = tokens;
+  options.max_batch_sequences = sequences;
+  return options;
+}
+
+TEST(BatchSchedulerTest, CreateRejectsBadOptions) {
+  auto make_engines = [](int count, FakeEngineOptions second = {}) {
+    std::vector<std::unique_ptr<Engine>> engines;
+    auto log = std::make_shared<EngineLog>();
+    for (int e = 0; e < count; ++e) {
+      engines.push_back(
+          std::make_unique<FakeEngine>(e, log, nullptr, e == 1 ? second : FakeEngineOptions{}));
+    }
+    return engines;
+  };
+  auto code = [](std::vector<std::unique_ptr<Engine>> list, const BatchSchedulerOptions& options) {
+    return BatchScheduler::Create(std::move(list), options).status().code();
+  };
+  const BatchSchedulerOptions good = Budget(64, 8);
+  EXPECT_EQ(code(make_engines(1), good), absl::StatusCode::kOk);
+  EXPECT_EQ(code(make_engines(0), good), absl::StatusCode::kInvalidArgument);
+  std::vector<std::unique_ptr<Engine>> with_null = make_engines(1);
+  with_null.push_back(nullptr);
+  EXPECT_EQ(code(std::move(with_null), good), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(make_engines(2, FakeEngineOptions{.num_labels = 2}), good),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(make_engines(1), Budget(0, 8)), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(make_engines(1), Budget(64, 0)), absl::StatusCode::kInvalidArgument);
+  BatchSchedulerOptions negative_delay = good;
+  negative_delay.max_queue_delay = absl::Milliseconds(-1);
+  EXPECT_EQ(code(make_engines(1), negative_delay), absl::StatusCode::kInvalidArgument);
+  BatchSchedulerOptions negative_limit = good;
+  negative_limit.max_queued_tokens = -1;
+  EXPECT_EQ(code(make_engines(1), negative_limit), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BatchSchedulerTest, SubmitRejectsInvalidRequestsWithoutCallingDone) {
+  Harness harness(Budget(16, 4));
+  auto expect_code = [&](InferenceRequest request, absl::StatusCode expected) {
+    absl::Status status = harness.Submit(0, std::move(request));
+    EXPECT_EQ(status.code(), expected) << status;
+  };
+  expect_code(MakeRequest({}), absl::StatusCode::kInvalidArgument);
+  expect_code(MakeRequest({TaggedSequence(1, 2), SequenceInput{}}),
+              absl::StatusCode::kInvalidArgument);
+  SequenceInput mismatched = TaggedSequence(1, 3);
+  mismatched.type_ids = {0, 1};
+  expect_code(MakeRequest({mismatched}), absl::StatusCode::kInvalidArgument);
+  expect_code(MakeRequest({TaggedSequence(1, 17)}), absl::StatusCode::kInvalidArgument);
+  expect_code(MakeRequest({TaggedSequence(1, 2)}, Priority::kNormal, 0),
+              absl::StatusCode::kInvalidArgument);
+  expect_code(MakeRequest({TaggedSequence(1, 2)}, Priority::kNormal, kTokenLogits),
+              absl::StatusCode::kInvalidArgument);
+  SequenceInput out_of_vocabulary = TaggedSequence(1, 2);
+  out_of_vocabulary.ids[1] = kVocab;
+  expect_code(MakeRequest({out_of_vocabulary}), absl::StatusCode::kInvalidArgument);
+  SequenceInput bad_type = TaggedSequence(1, 2, /*with_types=*/true);
+  bad_type.type_ids[0] = 2;
+  expect_code(MakeRequest({bad_type}), absl::StatusCode::kInvalidArgument);
+  InferenceRequest no_callback = MakeRequest({TaggedSequence(1, 2)});
+  EXPECT_EQ(harness.scheduler().Submit(std::move(no_callback)).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  harness.scheduler().Shutdown();
+  EXPECT_EQ(harness.answers().total_calls(), 0);
+  EXPECT_TRUE(harness.log().Batches().empty());
+}
+
+TEST(BatchSchedulerTest, SubmitRejectsOutputsTheModelLacks) {
+  Harness harness(Budget(16, 4), 1, false, nullptr,
+                  FakeEngineOptions{.head = HeadKind::kEncoderOnly});
+  EXPECT_EQ(harness.Submit(0, MakeRequest({TaggedSequence(1, 2)})).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(
+      harness.Submit(1, MakeRequest({TaggedSequence(2, 2)}, Priority::kNormal, kEmbeddings)).ok());
+  ASSERT_TRUE(harness.answers().WaitForCalls(1));
+  EXPECT_EQ(harness.answers().calls(0), 0);
+  harness.ExpectCorrectAnswer(1);
+}
+
+TEST(BatchSchedulerTest, PacksQueuedRequestsGreedilyWithinBudgetsWithoutPadding) {
+  const BatchSchedulerOptions options = Budget(16, 3);
+  Harness harness(options, 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  // Sequence lengths per request; every request is normal priority, so the flattened batches must
+  // be exactly the submit order.
+  const std::vector<std::vector<int>> lengths = {{5},    {3, 7}, {1, 1, 1}, {8},        {16},
+                                                 {2, 9}, {4},    {6, 6, 6}, {3, 2, 10}, {1}};
+  std::vector<int32_t> submitted_tags;
+  std::map<int32_t, int> length_of_tag;
+  int32_t tag = 100;
+  for (size_t r = 0; r < lengths.size(); ++r) {
+    std::vector<SequenceInput> sequences;
+    for (int length : lengths[r]) {
+      sequences.push_back(TaggedSequence(tag, length, /*with_types=*/r % 2 == 1));
+      submitted_tags.push_back(tag);
+      length_of_tag[tag] = length;
+      ++tag;
+    }
+    ASSERT_TRUE(harness.Submit(static_cast<int>(r) + 1, MakeRequest(std::move(sequences))).ok());
+  }
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(static_cast<int>(lengths.size()) + 1));
+
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  std::vector<int32_t> computed_tags;
+  for (size_t b = 1; b < batches.size(); ++b) {
+    const PackedBatch& batch = batches[b].batch;
+    ExpectWellFormed(batch, options);
+    int sum_of_lengths = 0;
+    for (int32_t batch_tag : Tags(batch)) {
+      computed_tags.push_back(batch_tag);
+      sum_of_lengths += length_of_tag.at(batch_tag);
+    }
+    EXPECT_EQ(batch.total_tokens(), sum_of_lengths);
+    // Greedy: a batch stops only where the next queued sequence would break a budget.
+    if (computed_tags.size() < submitted_tags.size()) {
+      const int next_length = length_of_tag.at(submitted_tags[computed_tags.size()]);
+      EXPECT_TRUE(batch.num_sequences() == options.max_batch_sequences ||
+                  batch.total_tokens() + next_length > options.max_batch_tokens)
+          << "batch " << b << " stopped early";
+    }
+  }
+  EXPECT_EQ(computed_tags, submitted_tags);
+  for (size_t r = 0; r < lengths.size(); ++r) harness.ExpectCorrectAnswer(static_cast<int>(r) + 1);
+}
+
+TEST(BatchSchedulerTest, ContinuousBatchingBatchesEverythingQueuedWhileTheEngineWasBusy) {
+  BatchSchedulerOptions options = Budget(64, 8);
+  options.max_queue_delay = absl::ZeroDuration();
+  Harness harness(options, 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  for (int r = 1; r <= 3; ++r) {
+    ASSERT_TRUE(harness.Submit(r, MakeRequest({TaggedSequence(10 + r, 4)})).ok());
+  }
+  EXPECT_EQ(harness.scheduler().Stats().requests, 3);
+  EXPECT_EQ(harness.scheduler().Stats().sequences, 3);
+  EXPECT_EQ(harness.scheduler().Stats().tokens, 12);
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(4));
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(Tags(batches[1].batch), (std::vector<int32_t>{11, 12, 13}));
+  for (int r = 0; r <= 3; ++r) harness.ExpectCorrectAnswer(r);
+  EXPECT_EQ(harness.scheduler().Stats().requests, 0);
+}
+
+TEST(BatchSchedulerTest, QueueDelayGathersRequestsSubmittedBackToBack) {
+  BatchSchedulerOptions options = Budget(64, 8);
+  // Generous so that the two Submits below cannot straddle it even on a loaded machine.
+  options.max_queue_delay = absl::Seconds(1);
+  Harness harness(options);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 3)})).ok());
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(12, 5)})).ok());
+  ASSERT_TRUE(harness.answers().WaitForCalls(2));
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(Tags(batches[0].batch), (std::vector<int32_t>{11, 12}));
+  harness.ExpectCorrectAnswer(1);
+  harness.ExpectCorrectAnswer(2);
+}
+
+TEST(BatchSchedulerTest, FullTokenBudgetDoesNotWaitForQueueDelay) {
+  BatchSchedulerOptions options = Budget(8, 8);
+  options.max_queue_delay = absl::Hours(1);
+  Harness harness(options);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 5)})).ok());
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(12, 3)})).ok());
+  ASSERT_TRUE(harness.answers().WaitForCalls(2)) << "the full batch waited for the delay";
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(Tags(batches[0].batch), (std::vector<int32_t>{11, 12}));
+  harness.ExpectCorrectAnswer(1);
+  harness.ExpectCorrectAnswer(2);
+}
+
+TEST(BatchSchedulerTest, FullSequenceBudgetDoesNotWaitForQueueDelay) {
+  BatchSchedulerOptions options = Budget(64, 2);
+  options.max_queue_delay = absl::Hours(1);
+  Harness harness(options);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 2)})).ok());
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(12, 2)})).ok());
+  ASSERT_TRUE(harness.answers().WaitForCalls(2)) << "the full batch waited for the delay";
+  ASSERT_EQ(harness.log().Batches().size(), 1u);
+  harness.ExpectCorrectAnswer(1);
+  harness.ExpectCorrectAnswer(2);
+}
+
+TEST(BatchSchedulerTest, ShutdownDoesNotWaitForQueueDelay) {
+  BatchSchedulerOptions options = Budget(64, 8);
+  options.max_queue_delay = absl::Hours(1);
+  Harness harness(options);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 2)})).ok());
+  harness.scheduler().Shutdown();  // Returns once drained, not in an hour.
+  harness.ExpectCorrectAnswer(1);
+}
+
+TEST(BatchSchedulerTest, HigherPrioritiesFirstAndFifoWithinALevel) {
+  Harness harness(Budget(64, 4), 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  const std::vector<std::pair<int32_t, Priority>> submitted = {
+      {11, Priority::kLow}, {21, Priority::kNormal}, {31, Priority::kHigh},
+      {12, Priority::kLow}, {22, Priority::kNormal}, {32, Priority::kHigh}};
+  for (const auto& [tag, priority] : submitted) {
+    ASSERT_TRUE(harness.Submit(tag, MakeRequest({TaggedSequence(tag, 2)}, priority)).ok());
+  }
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(7));
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 3u);
+  // A batch is filled from the highest level down, so one batch may mix levels.
+  EXPECT_EQ(Tags(batches[1].batch), (std::vector<int32_t>{31, 32, 21, 22}));
+  EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{11, 12}));
+  for (const auto& [tag, priority] : submitted) harness.ExpectCorrectAnswer(tag);
+}
+
+TEST(BatchSchedulerTest, SplitsARequestLargerThanTheTokenBudget) {
+  const BatchSchedulerOptions options = Budget(10, 8);
+  Harness harness(options, 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  std::vector<SequenceInput> large;
+  for (int32_t tag = 11; tag <= 15; ++tag) large.push_back(TaggedSequence(tag, 4));
+  ASSERT_TRUE(harness.Submit(1, MakeRequest(std::move(large))).ok());
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 2)})).ok());
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(3));
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 4u);
+  EXPECT_EQ(Tags(batches[1].batch), (std::vector<int32_t>{11, 12}));
+  EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{13, 14}));
+  // The rest of the split request stays at the head, ahead of the later request.
+  EXPECT_EQ(Tags(batches[3].batch), (std::vector<int32_t>{15, 21}));
+  for (const RecordedBatch& batch : batches) ExpectWellFormed(batch.batch, options);
+  harness.ExpectCorrectAnswer(1);  // Once, all five outputs, in the original order.
+  harness.ExpectCorrectAnswer(2);
+}
+
+TEST(BatchSchedulerTest, SplitsARequestWithMoreSequencesThanTheSequenceBudget) {
+  Harness harness(Budget(64, 2), 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  std::vector<SequenceInput> many;
+  for (int32_t tag = 11; tag <= 15; ++tag) many.push_back(TaggedSequence(tag, 1));
+  ASSERT_TRUE(
+      harness
+          .Submit(1, MakeRequest(std::move(many), Priority::kNormal, kSequenceLogits | kEmbeddings))
+          .ok());
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(2));
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 4u);
+  EXPECT_EQ(Tags(batches[1].batch), (std::vector<int32_t>{11, 12}));
+  EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{13, 14}));
+  EXPECT_EQ(Tags(batches[3].batch), (std::vector<int32_t>{15}));
+  harness.ExpectCorrectAnswer(1);
+}
+
+TEST(BatchSchedulerTest, DeadlinePassedWhileQueuedIsAnsweredWithoutCompute) {
+  auto observer = std::make_shared<RecordingObserver>();
+  Harness harness(Budget(64, 8), 1, /*gated=*/true, observer);
+  harness.OccupyEngine(0, 1);
+  InferenceRequest late = MakeRequest({TaggedSequence(11, 3)});
+  late.deadline = absl::Now() + absl::Milliseconds(20);
+  const absl::Time deadline = late.deadline;
+  ASSERT_TRUE(harness.Submit(1, std::move(late)).ok());
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(12, 3)})).ok());
+  // Let the deadline pass while the request waits behind the busy engine.
+  while (absl::Now() <= deadline) absl::SleepFor(absl::Milliseconds(5));
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(3));
+  harness.ExpectAnswerCode(1, absl::StatusCode::kDeadlineExceeded);
+  harness.ExpectCorrectAnswer(2);
+  for (const RecordedBatch& batch : harness.log().Batches()) {
+    const std::vector<int32_t> tags = Tags(batch.batch);
+    EXPECT_EQ(std::count(tags.begin(), tags.end(), 11), 0) << "expired request was computed";
+  }
+  harness.scheduler().Shutdown();
+  EXPECT_EQ(observer->dropped(),
+            (std::vector<absl::StatusCode>{absl::StatusCode::kDeadlineExceeded}));
+}
+
+TEST(BatchSchedulerTest, CancelledWhileQueuedIsAnsweredWithoutCompute) {
+  auto observer = std::make_shared<RecordingObserver>();
+  Harness harness(Budget(64, 8), 1, /*gated=*/true, observer);
+  harness.OccupyEngine(0, 1);
+  auto flag = std::make_shared<CancellationFlag>(false);
+  InferenceRequest cancelled = MakeRequest({TaggedSequence(11, 3)});
+  cancelled.cancelled = flag;
+  ASSERT_TRUE(harness.Submit(1, std::move(cancelled)).ok());
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(12, 3)})).ok());
+  flag->store(true);  // The client goes away while its request waits.
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(3));
+  harness.ExpectAnswerCode(1, absl::StatusCode::kCancelled);
+  harness.ExpectCorrectAnswer(2);
+  for (const RecordedBatch& batch : harness.log().Batches()) {
+    const std::vector<int32_t> tags = Tags(batch.batch);
+    EXPECT_EQ(std::count(tags.begin(), tags.end(), 11), 0) << "cancelled request was computed";
+  }
+  harness.scheduler().Shutdown();
+  EXPECT_EQ(observer->dropped(), (std::vector<absl::StatusCode>{absl::StatusCode::kCancelled}));
+}
+
+TEST(BatchSchedulerTest, EngineErrorFailsOnlyTheRequestsOfItsBatch) {
+  auto observer = std::make_shared<RecordingObserver>();
+  const BatchSchedulerOptions options = Budget(8, 8);
+  Harness harness(options, 1, /*gated=*/true, observer);
+  harness.OccupyEngine(0, 1);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 2)})).ok());
+  // Three sequences of 6 tokens: the first shares a batch with request 1 and fails it; the other
+  // two are still queued then and must be dropped.
+  SequenceInput poisoned = TaggedSequence(21, 6);
+  poisoned.ids[1] = kFailToken;
+  ASSERT_TRUE(
+      harness.Submit(2, MakeRequest({poisoned, TaggedSequence(22, 6), TaggedSequence(23, 6)}))
+          .ok());
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 2)})).ok());
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(4));
+  harness.ExpectAnswerCode(1, absl::StatusCode::kInternal);
+  harness.ExpectAnswerCode(2, absl::StatusCode::kInternal);
+  harness.ExpectCorrectAnswer(3);
+
+  // The scheduler keeps serving.
+  ASSERT_TRUE(harness.Submit(4, MakeRequest({TaggedSequence(41, 2)})).ok());
+  ASSERT_TRUE(harness.answers().WaitForCalls(5));
+  harness.ExpectCorrectAnswer(4);
+
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 4u);
+  EXPECT_EQ(Tags(batches[1].batch), (std::vector<int32_t>{11, 21}));
+  EXPECT_TRUE(batches[1].failed);
+  EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{31}));
+  EXPECT_EQ(Tags(batches[3].batch), (std::vector<int32_t>{41}));
+  harness.scheduler().Shutdown();
+  const std::vector<RecordingObserver::Batch> observed = observer->batches();
+  ASSERT_EQ(observed.size(), 4u);
+  EXPECT_EQ(observed[1].code, absl::StatusCode::kInternal);
+  EXPECT_EQ(observed[2].code, absl::StatusCode::kOk);
+  EXPECT_TRUE(observer->dropped().empty());
+  EXPECT_EQ(observer->last_depth(), (std::vector<int64_t>{0, 0, 0}));
+}
+
+// A request split over two engines: when one part fails, the request is answered only after its
+// other part (still running) ends, once, with the error; its queued rest is never computed.
+TEST(BatchSchedulerTest, FailedPartOfASplitRequestWaitsForItsPartInFlight) {
+  Harness harness(Budget(64, 1), 2, /*gated=*/true);
+  SequenceInput poisoned = TaggedSequence(12, 3);
+  poisoned.ids[1] = kFailToken;
+  ASSERT_TRUE(
+      harness.Submit(1, MakeRequest({TaggedSequence(11, 3), poisoned, TaggedSequence(13, 3)}))
+          .ok());
+  ASSERT_TRUE(harness.log().WaitForBatches(2));  // Sequences 11 and 12, one on each engine.
+  std::vector<RecordedBatch> batches = harness.log().Batches();
+  const int failing_engine =
+      Tags(batches[0].batch)[0] == 12 ? batches[0].engine : batches[1].engine;
+  harness.gate(failing_engine).Open();
+  // Request 2 can only run after the failing engine finished with request 1's part (the other
+  // engine is held), so once it is answered, that failure has been handled.
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 2)})).ok());
+  ASSERT_TRUE(harness.answers().WaitForCalls(1));
+  harness.ExpectCorrectAnswer(2);
+  EXPECT_EQ(harness.answers().calls(1), 0) << "answered while a part was still running";
+  harness.gate(1 - failing_engine).Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(2));
+  harness.ExpectAnswerCode(1, absl::StatusCode::kInternal);
+  harness.scheduler().Shutdown();
+  for (const RecordedBatch& batch : harness.log().Batches()) {
+    EXPECT_NE(Tags(batch.batch)[0], 13) << "the rest of a failed request was computed";
+  }
+}
+
+// The same for cancellation: the queued rest is dropped at the head of the queue, and the request
+// is answered CANCELLED once its running part ends.
+TEST(BatchSchedulerTest, CancellingASplitRequestDropsItsQueuedRest) {
+  auto observer = std::make_shared<RecordingObserver>();
+  Harness harness(Budget(64, 1), 2, /*gated=*/true, observer);
+  auto flag = std::make_shared<CancellationFlag>(false);
+  InferenceRequest split =
+      MakeRequest({TaggedSequence(11, 3), TaggedSequence(12, 3), TaggedSequence(13, 3)});
+  split.cancelled = flag;
+  ASSERT_TRUE(harness.Submit(1, std::move(split)).ok());
+  ASSERT_TRUE(harness.log().WaitForBatches(2));
+  flag->store(true);
+  harness.gate(0).Open();
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 2)})).ok());
+  ASSERT_TRUE(harness.answers().WaitForCalls(1));
+  harness.ExpectCorrectAnswer(2);
+  EXPECT_EQ(harness.answers().calls(1), 0) << "answered while a part was still running";
+  harness.gate(1).Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(2));
+  harness.ExpectAnswerCode(1, absl::StatusCode::kCancelled);
+  harness.scheduler().Shutdown();
+  for (const RecordedBatch& batch : harness.log().Batches()) {
+    EXPECT_NE(Tags(batch.batch)[0], 13) << "the rest of a cancelled request was computed";
+  }
+  EXPECT_EQ(observer->dropped(), (std::vector<absl::StatusCode>{absl::StatusCode::kCancelled}));
+}
+
+TEST(BatchSchedulerTest, MalformedEngineOutputFailsTheBatch) {
+  Harness harness(Budget(64, 8), 1, false, nullptr, FakeEngineOptions{.short_logits = true});
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 2)})).ok());
+  ASSERT_TRUE(harness.answers().WaitForCalls(1));
+  harness.ExpectAnswerCode(1, absl::StatusCode::kInternal);
+}
+
+TEST(BatchSchedulerTest, AdmissionLimitOnRequests) {
+  BatchSchedulerOptions options = Budget(64, 8);
+  options.max_queued_requests = 2;
+  Harness harness(options, 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);  // Taken from the queue: it holds nothing now.
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 2)})).ok());
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(12, 2)})).ok());
+  const absl::Status refused = harness.Submit(3, MakeRequest({TaggedSequence(13, 2)}));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "backoff")) << refused;
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(3));
+  EXPECT_EQ(harness.answers().calls(3), 0);
+  // Room again once the queue drained.
+  ASSERT_TRUE(harness.Submit(4, MakeRequest({TaggedSequence(14, 2)})).ok());
+  ASSERT_TRUE(harness.answers().WaitForCalls(4));
+  harness.scheduler().Shutdown();
+  EXPECT_EQ(harness.answers().calls(3), 0);
+  for (int id : {0, 1, 2, 4}) harness.ExpectCorrectAnswer(id);
+}
+
+TEST(BatchSchedulerTest, AdmissionLimitOnSequences) {
+  BatchSchedulerOptions options = Budget(64, 8);
+  options.max_queued_requests = 0;
+  options.max_queued_sequences = 3;
+  Harness harness(options, 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 2), TaggedSequence(12, 2)})).ok());
+  EXPECT_EQ(harness.Submit(2, MakeRequest({TaggedSequence(21, 2), TaggedSequence(22, 2)})).code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 2)})).ok());
+  std::vector<SequenceInput> too_many;
+  for (int32_t tag = 41; tag <= 44; ++tag) too_many.push_back(TaggedSequence(tag, 1));
+  // Never admissible, so retrying would not help.
+  EXPECT_EQ(harness.Submit(4, MakeRequest(std::move(too_many))).code(),
+            absl::StatusCode::kInvalidArgument);
+  harness.gate().Open();
+  harness.scheduler().Shutdown();
+  EXPECT_EQ(harness.answers().calls(2), 0);
+  EXPECT_EQ(harness.answers().calls(4), 0);
+  for (int id : {0, 1, 3}) harness.ExpectCorrectAnswer(id);
+}
+
+TEST(BatchSchedulerTest, AdmissionLimitOnTokens) {
+  BatchSchedulerOptions options = Budget(64, 8);
+  options.max_queued_requests = 0;
+  options.max_queued_tokens = 10;
+  Harness harness(options, 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 6)})).ok());
+  EXPECT_EQ(harness.Submit(2, MakeRequest({TaggedSequence(21, 5)})).code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 4)})).ok());
+  EXPECT_EQ(harness.Submit(4, MakeRequest({TaggedSequence(41, 11)})).code(),
+            absl::StatusCode::kInvalidArgument);
+  harness.gate().Open();
+  harness.scheduler().Shutdown();
+  EXPECT_EQ(harness.answers().calls(2), 0);
+  EXPECT_EQ(harness.answers().calls(4), 0);
+  for (int id : {0, 1, 3}) harness.ExpectCorrectAnswer(id);
+}
+
+TEST(BatchSchedulerTest, ShutdownAnswersEveryAcceptedRequestThenRefusesNewOnes) {
+  BatchSchedulerOptions options = Budget(8, 2);
+  options.max_queued_requests = 0;  // The probes below may be many.
+  Harness harness(options, 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  for (int r = 1; r <= 5; ++r) {
+    ASSERT_TRUE(harness.Submit(r, MakeRequest({TaggedSequence(10 + r, 3)})).ok());
+  }
+  std::thread stopper([&] { harness.scheduler().Shutdown(); });
+  // Probes are accepted until Shutdown has begun (the engine is still held, so it cannot have
+  // finished); every accepted one must still be answered.
+  int probes = 0;
+  absl::Status status;
+  while ((status = harness.Submit(100 + probes, MakeRequest({TaggedSequence(100, 2)}))).ok()) {
+    ++probes;
+  }
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  harness.gate().Open();
+  stopper.join();
+  EXPECT_EQ(harness.answers().total_calls(), 6 + probes);
+  for (int r = 0; r <= 5; ++r) harness.ExpectCorrectAnswer(r);
+  for (int p = 0; p < probes; ++p) harness.ExpectCorrectAnswer(100 + p);
+  EXPECT_EQ(harness.answers().calls(100 + probes), 0);
+  EXPECT_EQ(harness.Submit(-1, MakeRequest({TaggedSequence(99, 2)})).code(),
+            absl::StatusCode::kUnavailable);
+  EXPECT_EQ(harness.scheduler().WarmUp(4, kSequenceLogits).code(), absl::StatusCode::kUnavailable);
+  harness.scheduler().Shutdown();  // Idempotent.
+  EXPECT_EQ(harness.answers().calls(-1), 0);
+  EXPECT_EQ(harness.answers().total_calls(), 6 + probes);
+}
+
+TEST(BatchSchedulerTest, EachEngineRunsBatchesInParallel) {
+  constexpr int kEngines = 3;
+  Harness harness(Budget(64, 1), kEngines, /*gated=*/true);
+  for (int r = 0; r < kEngines; ++r) {
+    ASSERT_TRUE(harness.Submit(r, MakeRequest({TaggedSequence(10 + r, 2)})).ok());
+  }
+  // Every engine is held inside Run, so three batches in flight means three engines busy at once.
+  ASSERT_TRUE(harness.log().WaitForBatches(kEngines));
+  std::set<int> engines;
+  for (const RecordedBatch& batch : harness.log().Batches()) engines.insert(batch.engine);
+  EXPECT_EQ(engines, (std::set<int>{0, 1, 2}));
+  harness.OpenAllGates();
+  ASSERT_TRUE(harness.answers().WaitForCalls(kEngines));
+  for (int r = 0; r < kEngines; ++r) harness.ExpectCorrectAnswer(r);
+  EXPECT_EQ(harness.scheduler().num_engines(), kEngines);
+  EXPECT_EQ(harness.scheduler().engine(2).Info().backend, "fake");
+}
+
+TEST(BatchSchedulerTest, RunOptionsAreTheUnionOfTheBatchsOutputs) {
+  BatchSchedulerOptions options = Budget(64, 8);
+  options.run_options.pooling = PoolingMode::kCls;
+  options.run_options.normalize = true;  // The scheduler never normalizes.
+  Harness harness(options, 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  ASSERT_TRUE(
+      harness.Submit(1, MakeRequest({TaggedSequence(11, 3)}, Priority::kNormal, kSequenceLogits))
+          .ok());
+  ASSERT_TRUE(harness
+                  .Submit(2, MakeRequest({TaggedSequence(12, 4, /*with_types=*/true)},
+                                         Priority::kNormal, kEmbeddings))
+                  .ok());
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(3));
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[0].options.outputs, kSequenceLogits);
+  EXPECT_EQ(batches[1].options.outputs, kSequenceLogits | kEmbeddings);
+  for (const RecordedBatch& batch : batches) {
+    EXPECT_EQ(batch.options.pooling, PoolingMode::kCls);
+    EXPECT_FALSE(batch.options.normalize);
+  }
+  EXPECT_FALSE(harness.scheduler().options().run_options.normalize);
+  // Request 1 gets logits only and request 2 an embedding only, each its own.
+  harness.ExpectCorrectAnswer(1);
+  harness.ExpectCorrectAnswer(2);
+}
+
+TEST(BatchSchedulerTest, WarmUpRunsAFullBudgetBatchOnEveryEngine) {
+  BatchSchedulerOptions options = Budget(10, 8);
+  Harness harness(options, 2);
+  ASSERT_TRUE(harness.scheduler().WarmUp(4, kSequenceLogits | kEmbeddings).ok());
+  std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 2u);
+  std::set<int> engines;
+  for (const RecordedBatch& batch : batches) {
+    engines.insert(batch.engine);
+    EXPECT_EQ(batch.batch.cu_seqlens, (std::vector<int32_t>{0, 4, 8, 10}));
+    EXPECT_EQ(batch.options.outputs, kSequenceLogits | kEmbeddings);
+    EXPECT_FALSE(batch.options.normalize);
+  }
+  EXPECT_EQ(engines, (std::set<int>{0, 1}));
+  // Longer than the budget: one sequence of the whole budget.
+  ASSERT_TRUE(harness.scheduler().WarmUp(25, kSequenceLogits).ok());
+  batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 4u);
+  EXPECT_EQ(batches[3].batch.cu_seqlens, (std::vector<int32_t>{0, 10}));
+  EXPECT_EQ(harness.scheduler().WarmUp(0, kSequenceLogits).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BatchSchedulerTest, WarmUpCapsSequencesAtTheSequenceBudget) {
+  Harness harness(Budget(10, 2), 1);
+  ASSERT_TRUE(harness.scheduler().WarmUp(3, kSequenceLogits).ok());
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(batches[0].batch.cu_seqlens, (std::vector<int32_t>{0, 3, 6}));
+}
+
+TEST(BatchSchedulerTest, WarmUpReportsAnEngineFailure) {
+  Harness harness(Budget(10, 8), 1, false, nullptr, FakeEngineOptions{.fail_every_batch = true});
+  const absl::Status status = harness.scheduler().WarmUp(4, kSequenceLogits);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), "engine 0")) << status;
+  // Outputs the model lacks fail the same way, at boot.
+  Harness encoder(Budget(10, 8), 1, false, nullptr,
+                  FakeEngineOptions{.head = HeadKind::kEncoderOnly});
+  EXPECT_EQ(encoder.scheduler().WarmUp(4, kSequenceLogits).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(BatchSchedulerTest, ObserverSeesBatchesAndQueueDepth) {
+  auto observer = std::make_shared<RecordingObserver>();
+  Harness harness(Budget(64, 8), 1, /*gated=*/true, observer);
+  harness.OccupyEngine(0, 1);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 3), TaggedSequence(12, 5)})).ok());
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 4)})).ok());
+  EXPECT_EQ(observer->last_depth(), (std::vector<int64_t>{2, 3, 12}));
+  harness.gate().Open();
+  harness.scheduler().Shutdown();
+  EXPECT_EQ(observer->max_requests(), 2);
+  EXPECT_EQ(observer->last_depth(), (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_GE(observer->depth_reports(), 5);  // Three submits and two takes.
+  const std::vector<RecordingObserver::Batch> observed = observer->batches();
+  ASSERT_EQ(observed.size(), 2u);
+  EXPECT_EQ(observed[0].sequences, 1);
+  EXPECT_EQ(observed[0].tokens, 1);
+  EXPECT_EQ(observed[1].sequences, 3);
+  EXPECT_EQ(observed[1].tokens, 12);
+  EXPECT_EQ(observed[1].code, absl::StatusCode::kOk);
+  EXPECT_TRUE(observer->dropped().empty());
+}
+
+// Many threads submit random requests (sizes, priorities, outputs, some cancelled, some that make
+// their batch fail) to four engines; every `done` must come exactly once with the right answer.
+TEST(BatchSchedulerTest, StressEveryRequestAnsweredExactlyOnce) {
+  constexpr int kThreads = 8;
+  constexpr int kRequestsPerThread = 150;
+  constexpr int kEngines = 4;
+  for (absl::Duration delay : {absl::ZeroDuration(), absl::Microseconds(300)}) {
+    SCOPED_TRACE(absl::FormatDuration(delay));
+    BatchSchedulerOptions options = Budget(64, 6);
+    options.max_queue_delay = delay;
+    options.max_queued_requests = 0;
+    auto observer = std::make_shared<RecordingObserver>();
+    Harness harness(options, kEngines, /*gated=*/false, observer);
+
+    struct Plan {
+      InferenceRequest request;
+      bool cancelled = false;
+      bool poisoned = false;
+    };
+    // Built up front (single-threaded) so that tags are unique and Harness's maps are filled
+    // before the threads start submitting.
+    std::vector<std::vector<Plan>> plans(kThreads);
+    std::map<int32_t, int> request_of_tag;
+    int32_t next_tag = 1;
+    std::mt19937 random(12345);
+    for (int t = 0; t < kThreads; ++t) {
+      for (int i = 0; i < kRequestsPerThread; ++i) {
+        const int id = t * kRequestsPerThread + i;
+        Plan plan;
+        const int sequences = std::uniform_int_distribution<int>(1, 12)(random);
+        const bool with_types = random() % 2 == 0;
+        std::vector<SequenceInput> inputs;
+        for (int s = 0; s < sequences; ++s) {
+          request_of_tag[next_tag] = id;
+          inputs.push_back(TaggedSequence(
+              next_tag++, std::uniform_int_distribution<int>(2, 40)(random), with_types));
+        }
+        plan.poisoned = random() % 40 == 0;
+        if (plan.poisoned) inputs.back().ids[1] = kFailToken;
+        const uint32_t outputs_choice[] = {kSequenceLogits, kEmbeddings,
+                                           kSequenceLogits | kEmbeddings};
+        plan.request = MakeRequest(std::move(inputs), static_cast<Priority>(random() % 3),
+                                   outputs_choice[random() % 3]);
+        plan.cancelled = random() % 30 == 0;
+        if (plan.cancelled) plan.request.cancelled = std::make_shared<CancellationFlag>(true);
+        harness.Remember(id, plan.request);
+        plans[t].push_back(std::move(plan));
+      }
+    }
+    std::vector<bool> cancelled(kThreads * kRequestsPerThread);
+    std::vector<bool> poisoned(kThreads * kRequestsPerThread);
+    for (int t = 0; t < kThreads; ++t) {
+      for (int i = 0; i < kRequestsPerThread; ++i) {
+        const int id = t * kRequestsPerThread + i;
+        cancelled[id] = plans[t][i].cancelled;
+        poisoned[id] = plans[t][i].poisoned;
+      }
+    }
+
+    std::vector<std::thread> threads;
+    std::atomic<int> refused{0};
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kRequestsPerThread; ++i) {
+          if (!harness.SubmitRemembered(t * kRequestsPerThread + i, std::move(plans[t][i].request))
+                   .ok()) {
+            refused.fetch_add(1);
+          }
+        }
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    EXPECT_EQ(refused.load(), 0);
+    const int total = kThreads * kRequestsPerThread;
+    ASSERT_TRUE(harness.answers().WaitForCalls(total));
+    harness.scheduler().Shutdown();
+    EXPECT_EQ(harness.answers().total_calls(), total);
+
+    // Which sequences were computed, and in which batches that failed.
+    std::map<int32_t, int> computed;
+    std::set<int> in_failed_batch;
+    for (const RecordedBatch& batch : harness.log().Batches()) {
+      ExpectWellFormed(batch.batch, options);
+      for (int32_t tag : Tags(batch.batch)) {
+        ++computed[tag];
+        if (batch.failed) in_failed_batch.insert(request_of_tag.at(tag));
+      }
+    }
+    for (const auto& [tag, count] : computed) EXPECT_EQ(count, 1) << "sequence " << tag;
+    for (int id = 0; id < total; ++id) {
+      const absl::StatusCode code = harness.answers().result(id).status().code();
+      if (cancelled[id]) {
+        harness.ExpectAnswerCode(id, absl::StatusCode::kCancelled);
+        for (const auto& [tag, owner] : request_of_tag) {
+          if (owner == id) {
+            EXPECT_EQ(computed.count(tag), 0u) << "cancelled request computed";
+          }
+        }
+      } else if (poisoned[id]) {
+        harness.ExpectAnswerCode(id, absl::StatusCode::kInternal);
+      } else if (code == absl::StatusCode::kInternal) {
+        // Only by sharing a batch with a poisoned request.
+        EXPECT_EQ(in_failed_batch.count(id), 1u) << "request " << id;
+      } else {
+        harness.ExpectCorrectAnswer(id);
+      }
+    }
+    int dropped = 0;
+    for (bool is_cancelled : cancelled) dropped += is_cancelled ? 1 : 0;
+    EXPECT_EQ(static_cast<int>(observer->dropped().size()), dropped);
+    EXPECT_EQ(observer->last_depth(), (std::vector<int64_t>{0, 0, 0}));
+  }
+}
+
+}  // namespace
+}  // namespace dflash::serving
