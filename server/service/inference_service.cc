@@ -24,8 +24,13 @@ void InferenceService::LogRequest(const google::protobuf::Message& request) cons
   }
 }
 
+void InferenceService::RecordRefusal(absl::string_view rpc, const absl::Status& status) const {
+  if (metrics_ != nullptr) metrics_->RecordRequest(rpc, "", status.code(), absl::ZeroDuration());
+}
+
 template <typename Request, typename Response, typename Run>
-grpc::ServerUnaryReactor* InferenceService::Unary(grpc::CallbackServerContext* context,
+grpc::ServerUnaryReactor* InferenceService::Unary(absl::string_view rpc,
+                                                  grpc::CallbackServerContext* context,
                                                   const Request& request, Response* response,
                                                   Run run) {
   LogRequest(request);
@@ -33,6 +38,7 @@ grpc::ServerUnaryReactor* InferenceService::Unary(grpc::CallbackServerContext* c
   absl::Status admitted = Authenticate(*context);
   if (admitted.ok()) admitted = admission_.Admit();
   if (!admitted.ok()) {
+    RecordRefusal(rpc, admitted);
     call->Refuse(admitted);
     return call;
   }
@@ -42,15 +48,26 @@ grpc::ServerUnaryReactor* InferenceService::Unary(grpc::CallbackServerContext* c
 
 template <typename Request, typename Response, typename StreamResponse, typename Method>
 grpc::ServerBidiReactor<Request, StreamResponse>* InferenceService::Stream(
-    grpc::CallbackServerContext* context, Method method) {
+    absl::string_view rpc, grpc::CallbackServerContext* context, Method method) {
   absl::Status refusal = Authenticate(*context);
   if (refusal.ok() && admission_.draining()) {
     refusal = absl::UnavailableError("the server is shutting down; retry on another replica");
   }
+  if (!refusal.ok()) RecordRefusal(rpc, refusal);
   return new StreamCall<Request, Response, StreamResponse>(
-      context, &admission_,
-      [this, method](const Request& request, CallContext call, Responder<Response> respond) {
+      context,
+      [this, method, rpc](const Request& request, CallContext call, Responder<Response> respond) {
         LogRequest(request);
+        // Each message is admitted (and counted in flight) on its own.
+        if (absl::Status admitted = admission_.Admit(); !admitted.ok()) {
+          RecordRefusal(rpc, admitted);
+          respond(admitted);
+          return;
+        }
+        respond = [this, respond = std::move(respond)](absl::StatusOr<Response> result) mutable {
+          admission_.Release();
+          respond(std::move(result));
+        };
         // std::invoke, not (pipeline_.*method)(...): GCC 12 with -fsanitize=address,undefined
         // miscompiles that call here (the vptr check of `this` reads a stale stack slot, and
         // ASan reports a stack-buffer-underflow on every stream message).
@@ -62,7 +79,7 @@ grpc::ServerBidiReactor<Request, StreamResponse>* InferenceService::Stream(
 grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext* context,
                                                      const v1::ClassifyRequest* request,
                                                      v1::ClassifyResponse* response) {
-  return Unary(context, *request, response, [&](CallContext call, auto respond) {
+  return Unary("Classify", context, *request, response, [&](CallContext call, auto respond) {
     pipeline_.Classify(*request, std::move(call), std::move(respond));
   });
 }
@@ -70,7 +87,7 @@ grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* InferenceService::ZeroShot(grpc::CallbackServerContext* context,
                                                      const v1::ZeroShotRequest* request,
                                                      v1::ZeroShotResponse* response) {
-  return Unary(context, *request, response, [&](CallContext call, auto respond) {
+  return Unary("ZeroShot", context, *request, response, [&](CallContext call, auto respond) {
     pipeline_.ZeroShot(*request, std::move(call), std::move(respond));
   });
 }
@@ -78,7 +95,7 @@ grpc::ServerUnaryReactor* InferenceService::ZeroShot(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* context,
                                                    const v1::RerankRequest* request,
                                                    v1::RerankResponse* response) {
-  return Unary(context, *request, response, [&](CallContext call, auto respond) {
+  return Unary("Rerank", context, *request, response, [&](CallContext call, auto respond) {
     pipeline_.Rerank(*request, std::move(call), std::move(respond));
   });
 }
@@ -86,7 +103,7 @@ grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* context,
                                                   const v1::EmbedRequest* request,
                                                   v1::EmbedResponse* response) {
-  return Unary(context, *request, response, [&](CallContext call, auto respond) {
+  return Unary("Embed", context, *request, response, [&](CallContext call, auto respond) {
     pipeline_.Embed(*request, std::move(call), std::move(respond));
   });
 }
@@ -94,7 +111,7 @@ grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* context,
                                                      const v1::TokenizeRequest* request,
                                                      v1::TokenizeResponse* response) {
-  return Unary(context, *request, response, [&](CallContext call, auto respond) {
+  return Unary("Tokenize", context, *request, response, [&](CallContext call, auto respond) {
     pipeline_.Tokenize(*request, std::move(call), std::move(respond));
   });
 }
@@ -102,27 +119,35 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* InferenceService::Info(grpc::CallbackServerContext* context,
                                                  const v1::InfoRequest* request,
                                                  v1::InfoResponse* response) {
-  return Unary(context, *request, response, [&](CallContext, auto respond) {
-    respond(pipeline_.Info(*request));  // Reads loaded state only: cheap enough to answer inline.
+  return Unary("Info", context, *request, response, [&](CallContext call, auto respond) {
+    // Reads loaded state only: cheap enough to answer inline.
+    absl::StatusOr<v1::InfoResponse> info = pipeline_.Info(*request);
+    if (metrics_ != nullptr) {
+      // The model label only for a served id: a client's arbitrary string must not become a
+      // metric label.
+      metrics_->RecordRequest("Info", info.ok() ? request->model() : "", info.status().code(),
+                              absl::Now() - call.received);
+    }
+    respond(std::move(info));
   });
 }
 
 grpc::ServerBidiReactor<v1::ClassifyRequest, v1::ClassifyStreamResponse>*
 InferenceService::ClassifyStream(grpc::CallbackServerContext* context) {
   return Stream<v1::ClassifyRequest, v1::ClassifyResponse, v1::ClassifyStreamResponse>(
-      context, &InferencePipeline::Classify);
+      "ClassifyStream", context, &InferencePipeline::Classify);
 }
 
 grpc::ServerBidiReactor<v1::RerankRequest, v1::RerankStreamResponse>*
 InferenceService::RerankStream(grpc::CallbackServerContext* context) {
   return Stream<v1::RerankRequest, v1::RerankResponse, v1::RerankStreamResponse>(
-      context, &InferencePipeline::Rerank);
+      "RerankStream", context, &InferencePipeline::Rerank);
 }
 
 grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedStreamResponse>* InferenceService::EmbedStream(
     grpc::CallbackServerContext* context) {
   return Stream<v1::EmbedRequest, v1::EmbedResponse, v1::EmbedStreamResponse>(
-      context, &InferencePipeline::Embed);
+      "EmbedStream", context, &InferencePipeline::Embed);
 }
 
 }  // namespace dflash::serving

@@ -15,11 +15,15 @@ class InferenceService final : public v1::InferenceService::CallbackService {
   // `authenticator` may be null (no API keys). Nothing is owned. With `log_request_content`,
   // every request is written to the debug log in full (off by default: texts may be personal
   // data).
+  // `metrics` may be null; it counts the calls refused at the door (and Info), which never reach
+  // the pipeline.
   InferenceService(InferencePipeline& pipeline, CallAdmission& admission,
-                   const ApiKeyAuthenticator* authenticator, bool log_request_content = false)
+                   const ApiKeyAuthenticator* authenticator, ServiceMetrics* metrics,
+                   bool log_request_content = false)
       : pipeline_(pipeline),
         admission_(admission),
         authenticator_(authenticator),
+        metrics_(metrics),
         log_request_content_(log_request_content) {}
 
   grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context,
@@ -53,17 +57,21 @@ class InferenceService final : public v1::InferenceService::CallbackService {
 
   // Admits a unary call and runs `run(call_context, responder)`, or answers the refusal.
   template <typename Request, typename Response, typename Run>
-  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context, const Request& request,
-                                  Response* response, Run run);
+  grpc::ServerUnaryReactor* Unary(absl::string_view rpc, grpc::CallbackServerContext* context,
+                                  const Request& request, Response* response, Run run);
+  // Counts a call (or stream message) answered without reaching the pipeline.
+  void RecordRefusal(absl::string_view rpc, const absl::Status& status) const;
   // The opt-in request log (LoggingConfig::log_request_content).
   void LogRequest(const google::protobuf::Message& request) const;
   template <typename Request, typename Response, typename StreamResponse, typename Method>
-  grpc::ServerBidiReactor<Request, StreamResponse>* Stream(grpc::CallbackServerContext* context,
+  grpc::ServerBidiReactor<Request, StreamResponse>* Stream(absl::string_view rpc,
+                                                           grpc::CallbackServerContext* context,
                                                            Method method);
 
   InferencePipeline& pipeline_;
   CallAdmission& admission_;
   const ApiKeyAuthenticator* const authenticator_;
+  ServiceMetrics* const metrics_;
   const bool log_request_content_;
 };
 

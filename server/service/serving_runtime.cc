@@ -54,9 +54,9 @@ absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const Serv
   runtime->admission_ =
       std::make_unique<CallAdmission>(config.max_inflight_requests, runtime->metrics_.get());
   DFLASH_ASSIGN_OR_RETURN(runtime->authenticator_, ApiKeyAuthenticator::FromConfig(config.auth));
-  runtime->service_ = std::make_unique<InferenceService>(*runtime->pipeline_, *runtime->admission_,
-                                                         runtime->authenticator_.get(),
-                                                         config.logging.log_request_content);
+  runtime->service_ = std::make_unique<InferenceService>(
+      *runtime->pipeline_, *runtime->admission_, runtime->authenticator_.get(),
+      runtime->metrics_.get(), config.logging.log_request_content);
   DFLASH_RETURN_IF_ERROR(runtime->StartGrpc(config));
   if (!config.metrics_listen.empty()) {
     DFLASH_ASSIGN_OR_RETURN(

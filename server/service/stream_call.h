@@ -20,7 +20,6 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
-#include "server/service/call_admission.h"
 #include "server/service/call_context.h"
 #include "server/service/unary_call.h"
 
@@ -30,18 +29,16 @@ template <typename Request, typename Response, typename StreamResponse>
 class StreamCall final : public grpc::ServerBidiReactor<Request, StreamResponse> {
  public:
   static constexpr int kMaxOutstanding = 64;
-  // Runs one request; must call `respond` exactly once. The request outlives that call.
+  // Runs one request (admission included); must call `respond` exactly once. The request
+  // outlives that call.
   using Process = std::function<void(const Request&, CallContext, Responder<Response>)>;
   // The request_id echoed in a StreamError.
   using RequestId = std::function<std::string(const Request&)>;
 
   // Starts reading unless `refusal` is an error, in which case the stream ends with it at once.
-  StreamCall(grpc::CallbackServerContext* context, CallAdmission* admission, Process process,
-             RequestId request_id, const absl::Status& refusal)
-      : context_(context),
-        admission_(admission),
-        process_(std::move(process)),
-        request_id_(std::move(request_id)) {
+  StreamCall(grpc::CallbackServerContext* context, Process process, RequestId request_id,
+             const absl::Status& refusal)
+      : context_(context), process_(std::move(process)), request_id_(std::move(request_id)) {
     if (!refusal.ok()) {
       finished_ = true;
       this->Finish(ToGrpcStatus(refusal));
@@ -74,14 +71,8 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, StreamResponse>
       ops = NextOpsLocked();
     }
     Run(ops);
-    absl::Status admitted = admission_ != nullptr ? admission_->Admit() : absl::OkStatus();
-    if (!admitted.ok()) {
-      Complete(index, ErrorMessage(*request, admitted));
-      return;
-    }
     CallContext call = MakeCallContext(*context_, cancelled_);
     process_(*request, std::move(call), [this, index, request](absl::StatusOr<Response> result) {
-      if (admission_ != nullptr) admission_->Release();
       StreamResponse message;
       if (result.ok()) {
         *message.mutable_response() = std::move(*result);
@@ -170,7 +161,6 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, StreamResponse>
   }
 
   grpc::CallbackServerContext* const context_;
-  CallAdmission* const admission_;
   const Process process_;
   const RequestId request_id_;
   const std::shared_ptr<CancellationFlag> cancelled_ = std::make_shared<CancellationFlag>(false);

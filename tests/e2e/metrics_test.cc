@@ -114,7 +114,7 @@ class MetricsTest : public ::testing::Test {
       stream->WritesDone();
       ASSERT_TRUE(stream->Finish().ok());
     }
-    {  // Info: not an inference request.
+    {  // Info: counted like any call, under the model label "" (no model named).
       v1::InfoResponse response;
       ASSERT_TRUE(stub.Info(NewContext().get(), v1::InfoRequest(), &response).ok());
     }
@@ -151,6 +151,7 @@ TEST_F(MetricsTest, CountersMatchTheCallsMade) {
       {{{"rpc", "ZeroShot"}, {"model", "demo"}, {"code", "OK"}}, 2},
       {{{"rpc", "Tokenize"}, {"model", "demo"}, {"code", "OK"}}, 2},
       {{{"rpc", "Embed"}, {"model", "embed"}, {"code", "OK"}}, 1},
+      {{{"rpc", "Info"}, {"model", ""}, {"code", "OK"}}, 1},
   };
   double total = 0;
   for (const auto& [labels, count] : requests) {

@@ -27,6 +27,10 @@ constexpr char kLongText[] =
     "clothes, and he sent for the priests and the scribes, and for all the elders of the land, "
     "and they came unto him in the house by the river, and he read in their ears all the words.";
 
+// Batch budget of the served models: several requests' worth (batches mix them), and small
+// enough that the warm-up batch each server start runs stays cheap.
+constexpr int kBatchTokens = 256;
+
 // Texts the tests combine; every expected result is computed once per text by the reference.
 const std::vector<std::string>& TextPool() {
   static const std::vector<std::string> pool = {
@@ -61,9 +65,11 @@ class ResultsTest : public ::testing::Test {
     ASSERT_TRUE(models.ok()) << models.status();
     models_ = std::move(*models).release();
     demo_control_ = new std::shared_ptr<EngineControl>(std::make_shared<EngineControl>());
-    ServerConfig config = TestServerConfig(
-        {TestModelEntry("demo", DemoModelDir()), TestModelEntry("rerank", models_->rerank),
-         TestModelEntry("embed", models_->embed), TestModelEntry("embed-cls", models_->embed_cls)});
+    ServerConfig config =
+        TestServerConfig({TestModelEntry("demo", DemoModelDir(), kBatchTokens),
+                          TestModelEntry("rerank", models_->rerank, kBatchTokens),
+                          TestModelEntry("embed", models_->embed, kBatchTokens),
+                          TestModelEntry("embed-cls", models_->embed_cls, kBatchTokens)});
     absl::StatusOr<std::unique_ptr<TestServer>> server =
         TestServer::Start(config, GatedLoader({{"demo", *demo_control_}}));
     ASSERT_TRUE(server.ok()) << server.status();
@@ -571,7 +577,7 @@ TEST_F(ResultsTest, InfoDescribesServerAndModels) {
     EXPECT_EQ(model.backend(), v1::BACKEND_CPU);
     EXPECT_FALSE(model.device().empty());
     EXPECT_EQ(model.tuning_profile(), "");
-    EXPECT_EQ(model.batching().max_batch_tokens(), 512u);
+    EXPECT_EQ(model.batching().max_batch_tokens(), static_cast<uint32_t>(kBatchTokens));
     EXPECT_EQ(model.batching().max_batch_sequences(), 64u);
     EXPECT_EQ(model.batching().max_queue_delay_us(), 0u);
     EXPECT_EQ(model.batching().max_queued_requests(), 1024u);
@@ -942,8 +948,9 @@ TEST_F(ResultsTest, EmbedStreamAnswersInRequestOrderWithErrorsInPlace) {
 TEST(ManyClientsTest, EveryCallOfEightClientsOnTwoModelsIsAnsweredCorrectly) {
   absl::StatusOr<std::unique_ptr<TinyModels>> models = WriteTinyModels();
   ASSERT_TRUE(models.ok()) << models.status();
-  absl::StatusOr<std::unique_ptr<TestServer>> started = TestServer::Start(TestServerConfig(
-      {TestModelEntry("nli", DemoModelDir()), TestModelEntry("xenc", (*models)->rerank)}));
+  absl::StatusOr<std::unique_ptr<TestServer>> started = TestServer::Start(
+      TestServerConfig({TestModelEntry("nli", DemoModelDir(), kBatchTokens),
+                        TestModelEntry("xenc", (*models)->rerank, kBatchTokens)}));
   ASSERT_TRUE(started.ok()) << started.status();
   TestServer& server = **started;
   absl::StatusOr<std::unique_ptr<Reference>> nli = Reference::Load(DemoModelDir());

@@ -119,6 +119,15 @@ TEST(ApiKeyTest, KeysAreRequiredExceptForHealth) {
   absl::StatusOr<std::vector<std::string>> services = ReflectionListServices(channel);
   ASSERT_TRUE(services.ok()) << services.status();
   EXPECT_THAT(*services, Contains(std::string(serving::kInferenceServiceName)));
+
+  // Calls refused at the door are counted like any other, under the model label "".
+  auto refused = [&server](absl::string_view rpc) {
+    return ScrapeRegistry(server.runtime(), "dflash_requests_total",
+                          {{"rpc", std::string(rpc)}, {"model", ""}, {"code", "UNAUTHENTICATED"}});
+  };
+  EXPECT_EQ(refused("Info"), 5);
+  EXPECT_EQ(refused("Classify"), 1);
+  EXPECT_EQ(refused("ClassifyStream"), 1);
 }
 
 TEST(ApiKeyTest, KeysFileAndCustomHeader) {
