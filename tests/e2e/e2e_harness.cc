@@ -26,30 +26,6 @@
 #include "server/metrics/text_exposition.h"
 #include "server/service/served_model.h"
 
-#if defined(__SANITIZE_THREAD__)
-// ThreadSanitizer: Debian's gRPC, Abseil, protobuf, OpenSSL and civetweb are not instrumented, so
-// TSan cannot see their synchronization (gRPC hands calls, messages and statuses between its
-// threads through its own uninstrumented completion queues and locks) and reports every such
-// hand-off as a race, hundreds per test. Reports with a frame in one of those libraries are
-// suppressed, and so are those through absl::Status's reference count (its decrement runs in the
-// uninstrumented libabsl_status, so the release/acquire pair that orders a Status's last use
-// before its deletion is invisible). What stays checked: races between threads of this project
-// (batch workers, the tokenization pool, metrics, test threads) whose stacks do not pass through
-// those libraries; a race between a gRPC thread and a thread of ours is not reported.
-extern "C" const char* __tsan_default_suppressions() {
-  return "race:libgrpc.so\n"
-         "race:libgrpc++.so\n"
-         "race:libgrpc++_reflection.so\n"
-         "race:libgpr.so\n"
-         "race:libabsl_\n"
-         "race:libprotobuf.so\n"
-         "race:libssl.so\n"
-         "race:libcrypto.so\n"
-         "race:libcivetweb.so\n"
-         "race:absl::*Status::Unref\n";
-}
-#endif
-
 namespace dflash::e2e {
 namespace {
 
