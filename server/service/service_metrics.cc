@@ -2,7 +2,6 @@
 
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "engine/common/status_macros.h"
 
 namespace dflash::serving {
@@ -33,7 +32,7 @@ double Seconds(absl::Duration duration) { return absl::ToDoubleSeconds(duration)
 }  // namespace
 
 std::string StatusCodeName(absl::StatusCode code) {
-  return absl::AsciiStrToUpper(absl::StatusCodeToString(code));
+  return absl::StatusCodeToString(code);  // Already upper case: "INVALID_ARGUMENT".
 }
 
 class ServiceMetrics::Observer final : public BatchObserver {
