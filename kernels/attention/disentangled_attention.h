@@ -26,9 +26,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace dflash::kernels {
+#include "kernels/common/data_type.h"
 
-enum class DataType { kFloat16, kBFloat16, kFloat32 };
+namespace dflash::kernels {
 
 // The relative-position slot table idx(delta) for delta in [-band, band] at [delta + band]; every
 // |delta| > band maps to the value at +-band. The same table in host memory (to plan slot ranges
