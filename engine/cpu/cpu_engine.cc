@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/cpu/disentangled_attention.h"
+#include "engine/cpu/encoder_prelude.h"
 #include "engine/cpu/elementwise.h"
 #include "engine/cpu/gemm.h"
 
@@ -19,17 +20,6 @@ int64_t FloatBytes(const std::vector<float>& values) {
 
 int64_t LinearBytes(const Linear& linear) {
   return FloatBytes(linear.weight.values) + FloatBytes(linear.bias);
-}
-
-// PosX = R * W^T + b for every relative-embedding row: [2k, nh*d].
-std::vector<float> ProjectRelativeEmbeddings(const std::vector<float>& relative, int64_t rows,
-                                             const Linear& projection) {
-  std::vector<float> projected(static_cast<size_t>(rows * projection.out_features()));
-  cpu::LinearRows(relative.data(), projection.in_features(), rows, projection.weight.data(),
-                  projection.bias.empty() ? nullptr : projection.bias.data(),
-                  projection.in_features(), projection.out_features(), projected.data(),
-                  projection.out_features());
-  return projected;
 }
 
 }  // namespace
@@ -50,39 +40,8 @@ absl::StatusOr<std::unique_ptr<CpuEngine>> CpuEngine::Create(Checkpoint checkpoi
                                             static_cast<float>(config.ScaleFactor()));
   engine->scale_ = 1.0f / scale_denominator;
 
-  // R = LN(rel_embeddings) when norm_rel_ebd says so: [2k, H].
-  std::vector<float> relative = weights.relative_embeddings.values;
-  const int64_t relative_rows = config.relative_attention ? config.RelativeEmbeddingRows() : 0;
-  if (config.relative_attention) {
-    engine->index_.emplace(config);
-    if (config.norm_rel_embeddings) {
-      cpu::AddLayerNorm(relative.data(), nullptr, relative_rows, config.hidden_size,
-                        weights.relative_norm, config.layer_norm_eps);
-    }
-  }
-  for (EncoderLayerWeights& layer : weights.layers) {
-    LayerPlan& plan = engine->plans_.emplace_back();
-    if (config.relative_attention && config.c2p) {
-      plan.pos_key = ProjectRelativeEmbeddings(relative, relative_rows,
-                                               config.share_att_key ? layer.key : layer.pos_key);
-    }
-    if (config.relative_attention && config.p2c) {
-      plan.pos_query = ProjectRelativeEmbeddings(
-          relative, relative_rows, config.share_att_key ? layer.query : layer.pos_query);
-    }
-    // One [3*nh*d, H] weight so Q, K and V come from a single GEMM; the separate copies go.
-    const int64_t all_head = config.all_head_size();
-    plan.qkv.weight.shape = {3 * all_head, config.hidden_size};
-    for (Linear* part : {&layer.query, &layer.key, &layer.value}) {
-      plan.qkv.weight.values.insert(plan.qkv.weight.values.end(), part->weight.values.begin(),
-                                    part->weight.values.end());
-      plan.qkv.bias.insert(plan.qkv.bias.end(), part->bias.begin(), part->bias.end());
-      *part = Linear{};
-    }
-    layer.pos_key = Linear{};
-    layer.pos_query = Linear{};
-  }
-  weights.relative_embeddings = DenseTensor{};
+  if (config.relative_attention) engine->index_.emplace(config);
+  engine->plans_ = BuildEncoderPrelude(config, weights);
 
   // ConvLayer weight [H_out, H/groups, kernel] regrouped once as taps[q] = W[:, :, q]
   // ([H_out, H/groups] each, contiguous for the BLAS); the original layout is not used again.
@@ -161,7 +120,7 @@ void CpuEngine::Embed(const PackedBatch& batch, std::vector<float>& hidden) cons
 
 void CpuEngine::EncoderLayer(int layer, const PackedBatch& batch, std::vector<float>& hidden,
                              std::vector<float>& scratch) const {
-  const LayerPlan& plan = plans_[static_cast<size_t>(layer)];
+  const EncoderLayerPrelude& plan = plans_[static_cast<size_t>(layer)];
   const EncoderLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const int64_t tokens = batch.total_tokens();
   const int64_t hidden_size = config_.hidden_size;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/cpu/encoder_prelude.h"
 #include "engine/engine.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/relative_position.h"
@@ -29,13 +30,6 @@ class CpuEngine final : public Engine {
   const ModelConfig& config() const override { return config_; }
 
  private:
-  // Per-layer tensors derived at load.
-  struct LayerPlan {
-    Linear qkv;                    // [3*nh*d, H]: query, key and value rows stacked.
-    std::vector<float> pos_key;    // [2k, nh*d] = PosK, when c2p.
-    std::vector<float> pos_query;  // [2k, nh*d] = PosQ, when p2c.
-  };
-
   CpuEngine(Checkpoint checkpoint, int blas_threads);
   void Embed(const PackedBatch& batch, std::vector<float>& hidden) const;
   void EncoderLayer(int layer, const PackedBatch& batch, std::vector<float>& hidden,
@@ -45,7 +39,7 @@ class CpuEngine final : public Engine {
 
   ModelConfig config_;
   ModelWeights weights_;
-  std::vector<LayerPlan> plans_;
+  std::vector<EncoderLayerPrelude> plans_;
   std::vector<float> conv_taps_;  // [kernel, H, H/groups]: ConvLayer taps, when configured.
   std::optional<RelativePositionIndex> index_;
   float scale_ = 1.0f;

@@ -39,7 +39,7 @@ from transformers import (DebertaV2Config, DebertaV2ForSequenceClassification,
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
-BASE = dict(vocab_size=300, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+BASE = dict(vocab_size=300, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=128, hidden_act="gelu", layer_norm_eps=1e-7, pad_token_id=0,
             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, pooler_dropout=0.0)
 

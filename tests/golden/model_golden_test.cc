@@ -11,6 +11,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/relative_position.h"
 #include "engine/model/safetensors.h"
+#include "tests/golden/golden_family.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -19,83 +20,30 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kModels = fs::path(DFLASH_SOURCE_DIR) / "tests/golden/models";
 constexpr double kFloat32Tolerance = 1e-5;
 
-struct Reference {
-  std::unique_ptr<SafetensorsFile> file;
-
-  std::vector<float> Floats(const std::string& name) const {
-    const TensorInfo* info = file->Find(name);
-    EXPECT_NE(info, nullptr) << name;
-    if (info == nullptr) return {};
-    absl::StatusOr<std::vector<float>> values = file->ReadFloat32(*info);
-    EXPECT_TRUE(values.ok()) << values.status();
-    return values.ok() ? *values : std::vector<float>{};
-  }
-  std::vector<int32_t> Ints(const std::string& name) const {
-    const TensorInfo* info = file->Find(name);
-    EXPECT_NE(info, nullptr) << name;
-    if (info == nullptr) return {};
-    absl::StatusOr<std::vector<int64_t>> values = file->ReadInt64(*info);
-    EXPECT_TRUE(values.ok()) << values.status();
-    return values.ok() ? std::vector<int32_t>(values->begin(), values->end())
-                       : std::vector<int32_t>{};
-  }
-};
-
-// ||a - b||_2 / ||b||_2 over rows [first, last) of [rows, width] matrices.
-double RelativeL2(const std::vector<float>& a, const std::vector<float>& b, int64_t width,
-                  int64_t first, int64_t last) {
-  double diff = 0.0;
-  double norm = 0.0;
-  for (int64_t i = first * width; i < last * width; ++i) {
-    const double delta = static_cast<double>(a[i]) - b[i];
-    diff += delta * delta;
-    norm += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
-}
+using test::GoldenReference;
+using test::RelativeL2;
 
 // One golden family: its checkpoint in a CPU engine, its reference outputs, and its inputs as a
 // packed batch.
 class GoldenFamily {
  protected:
   void Load(const std::string& family) {
-    const fs::path dir = kModels / family;
+    const fs::path dir = test::kGoldenModels / family;
     absl::StatusOr<Checkpoint> checkpoint = LoadCheckpoint(dir);
     ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
     absl::StatusOr<std::unique_ptr<CpuEngine>> engine =
         CpuEngine::Create(*std::move(checkpoint), CpuEngine::Options{});
     ASSERT_TRUE(engine.ok()) << engine.status();
     engine_ = *std::move(engine);
-    absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
-        SafetensorsFile::Open(dir / "reference.safetensors");
-    ASSERT_TRUE(file.ok()) << file.status();
-    reference_.file = *std::move(file);
-    const std::vector<int32_t> ids = reference_.Ints("input_ids");
-    const std::vector<int32_t> types = reference_.Ints("token_type_ids");
-    const std::vector<int32_t> cu = reference_.Ints("cu_seqlens");
-    for (size_t s = 0; s + 1 < cu.size(); ++s) {
-      batch_.Append(std::vector<int32_t>(ids.begin() + cu[s], ids.begin() + cu[s + 1]),
-                    std::vector<int32_t>(types.begin() + cu[s], types.begin() + cu[s + 1]));
-    }
+    ASSERT_NO_FATAL_FAILURE(test::LoadGoldenInputs(family, reference_, batch_));
   }
 
-  uint32_t HeadOutput() const {
-    switch (engine_->config().head) {
-      case HeadKind::kSequenceClassification:
-        return kSequenceLogits;
-      case HeadKind::kTokenClassification:
-        return kTokenLogits;
-      case HeadKind::kEncoderOnly:
-        return kEmbeddings;
-    }
-    return 0;
-  }
+  uint32_t HeadOutput() const { return test::HeadOutput(engine_->config()); }
 
   std::unique_ptr<CpuEngine> engine_;
-  Reference reference_;
+  GoldenReference reference_;
   PackedBatch batch_;
 };
 
@@ -200,15 +148,14 @@ TEST_P(ModelGoldenTest, SequenceOutputDoesNotDependOnBatchMates) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, ModelGoldenTest,
-                         testing::Values("v3_like", "v2_xlarge_like", "legacy", "c2p_only",
-                                         "token_cls", "encoder_only"),
+                         testing::ValuesIn(test::kGoldenFamilies),
                          [](const testing::TestParamInfo<std::string>& family) {
                            return family.param;
                          });
 
 TEST(LogBucketGoldenTest, MatchesTransformersValueByValue) {
   absl::StatusOr<std::unique_ptr<SafetensorsFile>> file =
-      SafetensorsFile::Open(kModels / "log_buckets.safetensors");
+      SafetensorsFile::Open(test::kGoldenModels / "log_buckets.safetensors");
   ASSERT_TRUE(file.ok()) << file.status();
   ASSERT_FALSE((*file)->tensors().empty());
   for (const TensorInfo& table : (*file)->tensors()) {
