@@ -6,7 +6,10 @@
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build and its CTest suite;
 #   4. a ThreadSanitizer build of the concurrent server code (batcher, worker pool, admission,
 #      metrics, the gRPC service end to end) and those tests (CMake label `tsan`);
-#   5. the libFuzzer targets (clang) for DFLASH_FUZZ_SECONDS each (default 30).
+#   5. the libFuzzer targets (clang) for DFLASH_FUZZ_SECONDS each (default 30);
+#   6. the deploy checks (scripts/check-deploy.sh, on the main build): hadolint, the images'
+#      runtime folder, kustomize + Kubernetes schemas, server and Envoy configs, promtool, and the
+#      real Prometheus scraping a loaded server for every dashboard query and recording rule.
 # Usage: scripts/test.sh            (after scripts/install-deps.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,15 +45,15 @@ run_suite() {  # run_suite <name> <build-dir> <ctest args...>
   fi
 }
 
-echo "== 1/5 format"
+echo "== 1/6 format"
 scripts/check-format.sh
 
-echo "== 2/5 main build and tests"
-cmake -S . -B build -G Ninja >/dev/null
-cmake --build build -j "$jobs"
+echo "== 2/6 main build and tests"
+# scripts/build.sh, the build step of the README and of the Dockerfile's build stages.
+DFLASH_BUILD_DIR=build scripts/build.sh
 run_suite "main" build
 
-echo "== 3/5 ASan/UBSan build and tests"
+echo "== 3/6 ASan/UBSan build and tests"
 cmake -S . -B build-asan -G Ninja -DDFLASH_SANITIZE=address,undefined -DDFLASH_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-asan -j "$jobs"
@@ -58,7 +61,7 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktra
 run_suite "asan+ubsan" build-asan
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
-echo "== 4/5 TSan build and concurrent server tests"
+echo "== 4/6 TSan build and concurrent server tests"
 cmake -S . -B build-tsan -G Ninja -DDFLASH_SANITIZE=thread -DDFLASH_CUDA=OFF \
   -DCMAKE_BUILD_TYPE=Debug >/dev/null
 cmake --build build-tsan -j "$jobs" --target dflash_tsan_tests
@@ -68,11 +71,26 @@ export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 run_suite "tsan" build-tsan -E '_NOT_BUILT$' -LE fuzz
 unset TSAN_OPTIONS
 
-echo "== 5/5 fuzzing (${fuzz_seconds}s per target)"
+echo "== 5/6 fuzzing (${fuzz_seconds}s per target)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DDFLASH_FUZZ=ON -DDFLASH_CUDA=OFF -DDFLASH_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
 cmake --build build-fuzz -j "$jobs" --target safetensors_header_fuzz model_config_fuzz
 run_suite "fuzz" build-fuzz -L fuzz
+
+echo "== 6/6 deploy checks"
+deploy_log=$(mktemp)
+if scripts/check-deploy.sh build 2>&1 | tee "$deploy_log"; then
+  line=$(grep -E '^prometheus_test: [0-9]+ passed, [0-9]+ failed' "$deploy_log" | tail -1)
+  deploy_passed=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line")
+  total_passed=$((total_passed + deploy_passed))
+  summary+=("deploy: hadolint, runtime folder, kustomize + schemas, configs, promtool ok; $line")
+  rm -f "$deploy_log"
+else
+  rm -f "$deploy_log"
+  summary+=("deploy: FAILED")
+  printf '%s\n' "${summary[@]}"
+  exit 1
+fi
 
 echo "== summary"
 printf '%s\n' "${summary[@]}"
