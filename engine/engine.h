@@ -19,6 +19,11 @@ struct EngineInfo {
   std::string dtype;    // Compute dtype, e.g. "float32".
   int64_t weight_bytes = 0;
   int64_t workspace_bytes = 0;
+  // Device memory as the driver reports it (CUDA engines; 0 elsewhere).
+  int64_t device_free_bytes = 0;
+  int64_t device_total_bytes = 0;
+  // The kernel tuning in use (CUDA engines), e.g. a profile's name; empty elsewhere.
+  std::string tuning;
 };
 
 class Engine {
@@ -29,6 +34,9 @@ class Engine {
   // ValidatePackedBatch); device failures give INTERNAL or RESOURCE_EXHAUSTED.
   virtual absl::StatusOr<BatchOutput> Run(const PackedBatch& batch, const RunOptions& options) = 0;
   virtual EngineInfo Info() const = 0;
+  // OK while the engine can run batches. An engine whose device failed beyond recovery reports
+  // UNAVAILABLE here, and the server stops giving it work.
+  virtual absl::Status Health() const { return absl::OkStatus(); }
   virtual const ModelConfig& config() const = 0;
 };
 

@@ -23,11 +23,11 @@ absl::StatusOr<BatchOutput> NullEngine::Run(const PackedBatch& batch, const RunO
 }
 
 EngineInfo NullEngine::Info() const {
-  return EngineInfo{.backend = "null",
-                    .device = "none (null engine: no compute)",
-                    .dtype = "float32",
-                    .weight_bytes = 0,
-                    .workspace_bytes = 0};
+  EngineInfo info;
+  info.backend = "null";
+  info.device = "none (null engine: no compute)";
+  info.dtype = "float32";
+  return info;
 }
 
 }  // namespace dflash

@@ -76,6 +76,7 @@ class BatchScheduler::Impl {
       workers_.push_back(std::make_unique<Worker>());
       workers_.back()->engine = std::move(engine);
     }
+    healthy_workers_ = static_cast<int>(workers_.size());
   }
 
   void Start() {
@@ -99,6 +100,9 @@ class BatchScheduler::Impl {
     // Engines are not thread-safe; this keeps WarmUp off an engine while its worker runs it.
     std::mutex engine_mutex;
     std::thread thread;
+    // Set when this worker's engine failed for good and no healthy engine is left: the worker
+    // then answers every batch with this status instead of running it.
+    absl::Status failed;
   };
 
   void WorkerLoop(Worker& worker);
@@ -106,6 +110,9 @@ class BatchScheduler::Impl {
   // shutdown: then returns nullopt) and takes it.
   std::optional<TakenBatch> WaitAndTakeBatch();
   void RunBatch(Worker& worker, std::vector<BatchPart> parts);
+  // After an engine reported itself unhealthy: true when the worker may stop (another engine
+  // serves the queue); false for the last one, which stays to fail what is queued.
+  bool RetireWorker(Worker& worker, const absl::Status& health);
   // Bookkeeping after a batch ended; returns the requests that may now be answered.
   std::vector<std::shared_ptr<PendingRequest>> FinishParts(const std::vector<BatchPart>& parts,
                                                            const absl::Status& status,
@@ -123,6 +130,8 @@ class BatchScheduler::Impl {
   std::condition_variable work_available_;  // The queue changed, or shutdown began.
   RequestQueue queue_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  int healthy_workers_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::Status no_engine_ ABSL_GUARDED_BY(mutex_);  // Set when every engine failed.
 
   // Serializes OnQueueDepth so that the last report is the current depth. Taken before mutex_,
   // never while holding it.
@@ -184,6 +193,7 @@ absl::Status BatchScheduler::Impl::Submit(InferenceRequest request) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return absl::UnavailableError("batch scheduler is shutting down");
+    DFLASH_RETURN_IF_ERROR(no_engine_);
     if (options_.max_queued_requests > 0 && queue_.requests() >= options_.max_queued_requests) {
       return absl::ResourceExhaustedError(
           absl::StrCat("queue full: ", queue_.requests(), " requests waiting (limit ",
@@ -232,7 +242,28 @@ void BatchScheduler::Impl::WorkerLoop(Worker& worker) {
     for (std::shared_ptr<PendingRequest>& pending : taken->dropped) Answer(*pending);
     ReportQueueDepth();
     if (!taken->parts.empty()) RunBatch(worker, std::move(taken->parts));
+    if (worker.failed.ok()) {
+      if (absl::Status health = worker.engine->Health(); !health.ok()) {
+        if (RetireWorker(worker, health)) return;
+      }
+    }
   }
+}
+
+bool BatchScheduler::Impl::RetireWorker(Worker& worker, const absl::Status& health) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  --healthy_workers_;
+  Log().error("engine on {} stopped serving ({} healthy engine(s) left): {}",
+              worker.engine->Info().device, healthy_workers_, health.ToString());
+  if (healthy_workers_ > 0) {
+    // Wake a healthy worker in case this one was the only one waiting for the queue.
+    work_available_.notify_one();
+    return true;
+  }
+  no_engine_ = absl::UnavailableError(
+      absl::StrCat("no healthy engine left for this model: ", health.message()));
+  worker.failed = no_engine_;
+  return false;
 }
 
 std::optional<TakenBatch> BatchScheduler::Impl::WaitAndTakeBatch() {
@@ -264,7 +295,9 @@ void BatchScheduler::Impl::RunBatch(Worker& worker, std::vector<BatchPart> parts
 
   const absl::Time start = absl::Now();
   absl::StatusOr<BatchOutput> output;
-  {
+  if (!worker.failed.ok()) {
+    output = worker.failed;
+  } else {
     std::lock_guard<std::mutex> engine_lock(worker.engine_mutex);
     output = worker.engine->Run(batch, run_options);
   }

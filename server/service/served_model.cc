@@ -5,8 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/logging.h"
 #include "engine/common/status_macros.h"
-#include "engine/cpu/cpu_engine.h"
-#include "engine/null/null_engine.h"
+#include "server/service/engine_factory.h"
 
 namespace dflash::serving {
 namespace {
@@ -19,36 +18,13 @@ absl::StatusOr<Priority> ParsePriorityCap(absl::string_view name, absl::string_v
                                                  "' is not one of low, normal, high"));
 }
 
-absl::StatusOr<std::vector<std::unique_ptr<Engine>>> CreateEngines(const ModelEntry& entry,
-                                                                   Checkpoint checkpoint) {
-  std::vector<std::unique_ptr<Engine>> engines;
-  switch (entry.backend) {
-    case BackendChoice::kCuda:
-      return absl::FailedPreconditionError(absl::StrCat(
-          "model '", entry.name,
-          "': backend cuda is not available in this build (the CUDA engine is not part of it "
-          "yet); use backend: cpu or auto"));
-    case BackendChoice::kNull:
-      dflash::Log().warn("model '{}' uses the null engine: every output is zero", entry.name);
-      engines.push_back(std::make_unique<NullEngine>(checkpoint.config));
-      return engines;
-    case BackendChoice::kAuto:
-    case BackendChoice::kCpu:
-      break;
-  }
-  if (entry.dtype == DtypeChoice::kFloat16 || entry.dtype == DtypeChoice::kBfloat16) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("model '", entry.name,
-                     "': the CPU engine computes in float32 only; use dtype: auto or float32"));
-  }
-  DFLASH_ASSIGN_OR_RETURN(
-      std::unique_ptr<CpuEngine> engine,
-      CpuEngine::Create(std::move(checkpoint), CpuEngine::Options{entry.cpu_threads}));
-  engines.push_back(std::move(engine));
-  return engines;
-}
-
 }  // namespace
+
+std::vector<EngineInfo> ServedModel::engine_infos() const {
+  std::vector<EngineInfo> infos;
+  for (int i = 0; i < scheduler_->num_engines(); ++i) infos.push_back(scheduler_->engine(i).Info());
+  return infos;
+}
 
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(
     const ModelEntry& entry, std::shared_ptr<BatchObserver> observer) {

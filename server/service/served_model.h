@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/engine.h"
@@ -41,6 +42,8 @@ class ServedModel {
   int max_input_length() const { return max_input_length_; }
   Priority priority_cap() const { return priority_cap_; }
   EngineInfo engine_info() const { return scheduler_->engine(0).Info(); }
+  // One entry per engine (per device), in configuration order.
+  std::vector<EngineInfo> engine_infos() const;
   BatchScheduler& scheduler() { return *scheduler_; }
 
  private:

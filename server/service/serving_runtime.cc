@@ -43,6 +43,17 @@ absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const Serv
                             loader(entry, runtime->metrics_->ObserverFor(entry.name)));
     const EngineInfo engine = model->engine_info();
     runtime->metrics_->SetModelInfo(entry.name, engine.backend, engine.device, engine.dtype);
+    for (const EngineInfo& device : model->engine_infos()) {
+      if (device.device_total_bytes == 0) continue;  // Host engines have no device memory.
+      runtime->metrics_->SetDeviceMemory(device.device, "weights",
+                                         static_cast<double>(device.weight_bytes));
+      runtime->metrics_->SetDeviceMemory(device.device, "workspace",
+                                         static_cast<double>(device.workspace_bytes));
+      runtime->metrics_->SetDeviceMemory(device.device, "free",
+                                         static_cast<double>(device.device_free_bytes));
+      runtime->metrics_->SetDeviceMemory(device.device, "total",
+                                         static_cast<double>(device.device_total_bytes));
+    }
     dflash::Log().info("model '{}' ready in {:.2f} s: {} on {}, {}, max input {} tokens",
                        entry.name, absl::ToDoubleSeconds(absl::Now() - start), engine.backend,
                        engine.device, engine.dtype, model->max_input_length());

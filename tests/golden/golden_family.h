@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -16,8 +17,13 @@
 
 namespace dflash::test {
 
+// The fixtures of the source tree this test was built from, or of $DFLASH_SOURCE_DIR when set
+// (tests carried to the GPU machine run from another checkout path).
 inline const std::filesystem::path kGoldenModels =
-    std::filesystem::path(DFLASH_SOURCE_DIR) / "tests/golden/models";
+    std::filesystem::path(std::getenv("DFLASH_SOURCE_DIR") != nullptr
+                              ? std::getenv("DFLASH_SOURCE_DIR")
+                              : DFLASH_SOURCE_DIR) /
+    "tests/golden/models";
 
 // Every golden family's directory name.
 inline const std::vector<std::string> kGoldenFamilies = {

@@ -135,6 +135,8 @@ struct FakeEngineOptions {
   int num_labels = kNumLabels;
   bool fail_every_batch = false;
   bool short_logits = false;  // Returns one logit too few: a malformed output.
+  // An injected failure also breaks the engine for good: Health() turns UNAVAILABLE.
+  bool failure_is_fatal = false;
 };
 
 class FakeEngine : public Engine {
@@ -159,6 +161,10 @@ class FakeEngine : public Engine {
     if (options_.fail_every_batch || std::find(batch.token_ids.begin(), batch.token_ids.end(),
                                                kFailToken) != batch.token_ids.end()) {
       log_->MarkFailed(recorded);
+      if (options_.failure_is_fatal) {
+        std::lock_guard<std::mutex> lock(health_mutex_);
+        health_ = absl::UnavailableError("injected device loss");
+      }
       return absl::InternalError("injected engine failure");
     }
     BatchOutput output;
@@ -187,10 +193,22 @@ class FakeEngine : public Engine {
     return output;
   }
 
-  EngineInfo Info() const override { return EngineInfo{"fake", "test double", "float32", 0, 0}; }
+  EngineInfo Info() const override {
+    EngineInfo info;
+    info.backend = "fake";
+    info.device = "test double";
+    info.dtype = "float32";
+    return info;
+  }
   const ModelConfig& config() const override { return config_; }
+  absl::Status Health() const override {
+    std::lock_guard<std::mutex> lock(health_mutex_);
+    return health_;
+  }
 
  private:
+  mutable std::mutex health_mutex_;
+  absl::Status health_;
   const int index_;
   const std::shared_ptr<EngineLog> log_;
   const std::shared_ptr<Gate> gate_;
@@ -789,6 +807,55 @@ TEST(BatchSchedulerTest, EngineErrorFailsOnlyTheRequestsOfItsBatch) {
   EXPECT_EQ(observed[2].code, absl::StatusCode::kOk);
   EXPECT_TRUE(observer->dropped().empty());
   EXPECT_EQ(observer->last_depth(), (std::vector<int64_t>{0, 0, 0}));
+}
+
+// An engine that fails for good stops getting batches; its healthy sibling serves the rest.
+TEST(BatchSchedulerTest, UnhealthyEngineStopsTakingBatchesWhileAnotherServes) {
+  FakeEngineOptions engine_options;
+  engine_options.failure_is_fatal = true;
+  Harness harness(Budget(8, 8), 2, /*gated=*/true, nullptr, engine_options);
+  // Engine 0 takes the poisoned request and dies; engine 1 is held busy meanwhile.
+  SequenceInput poisoned = TaggedSequence(11, 3);
+  poisoned.ids[1] = kFailToken;
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({poisoned})).ok());
+  ASSERT_TRUE(harness.log().WaitForBatches(1));
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 2)})).ok());
+  ASSERT_TRUE(harness.log().WaitForBatches(2));
+  const int poisoned_engine = harness.log().Batches()[0].engine;
+  harness.gate(poisoned_engine).Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(1));
+  harness.ExpectAnswerCode(1, absl::StatusCode::kInternal);
+  // Queued while the healthy engine is still busy: only it may run them.
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 2)})).ok());
+  ASSERT_TRUE(harness.Submit(4, MakeRequest({TaggedSequence(41, 2)})).ok());
+  harness.OpenAllGates();
+  ASSERT_TRUE(harness.answers().WaitForCalls(4));
+  harness.ExpectCorrectAnswer(2);
+  harness.ExpectCorrectAnswer(3);
+  harness.ExpectCorrectAnswer(4);
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  for (size_t i = 1; i < batches.size(); ++i) {
+    EXPECT_NE(batches[i].engine, poisoned_engine) << "a failed engine got batch " << i;
+  }
+}
+
+// When the last engine fails for good, queued and new requests get UNAVAILABLE, never a hang.
+TEST(BatchSchedulerTest, NoHealthyEngineLeftAnswersUnavailable) {
+  FakeEngineOptions engine_options;
+  engine_options.failure_is_fatal = true;
+  Harness harness(Budget(8, 8), 1, /*gated=*/true, nullptr, engine_options);
+  SequenceInput poisoned = TaggedSequence(11, 3);
+  poisoned.ids[1] = kFailToken;
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({poisoned})).ok());
+  ASSERT_TRUE(harness.log().WaitForBatches(1));
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 2)})).ok());
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(2));
+  harness.ExpectAnswerCode(1, absl::StatusCode::kInternal);
+  harness.ExpectAnswerCode(2, absl::StatusCode::kUnavailable);
+  const absl::Status refused = harness.Submit(3, MakeRequest({TaggedSequence(31, 2)}));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
+  EXPECT_EQ(harness.log().Batches().size(), 1u) << "the failed engine ran again";
 }
 
 // A request split over two engines: when one part fails, the request is answered only after its

@@ -1,0 +1,113 @@
+// The DeBERTa-v2/v3 encoder on one NVIDIA GPU, over packed batches with no padding anywhere:
+// embeddings + LayerNorm, per layer one fused QKV GEMM (bias in the epilogue), the fused
+// disentangled attention kernel, the output projection with bias and residual in the GEMM's
+// epilogue then LayerNorm, the FFN with exact erf GELU, the ConvLayer of v2-xlarge-style models,
+// and the heads on the device; only the requested results are copied back.
+//
+// Memory is fixed at creation: the weights, one workspace arena sized for max_batch_tokens, and
+// pinned staging buffers; Run never allocates. Each engine owns a stream on its device and must be
+// driven by one thread at a time (the server gives it one worker). A CUDA fault that leaves the
+// context unusable marks the engine unhealthy: every later Run fails with UNAVAILABLE.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/cuda/device_memory.h"
+#include "engine/cuda/device_model.h"
+#include "engine/cuda/linear_layer.h"
+#include "engine/cuda/stage_timer.h"
+#include "engine/engine.h"
+#include "engine/model/checkpoint.h"
+#include "engine/model/relative_position.h"
+#include "kernels/common/data_type.h"
+
+namespace dflash::cuda {
+
+class CudaEngine final : public Engine {
+ public:
+  struct Options {
+    int device = 0;
+    kernels::DataType dtype = kernels::DataType::kFloat16;
+    // The largest batch Run accepts, which sizes the workspace arena: total tokens, and the
+    // number of sequences (0: as many as tokens).
+    int64_t max_batch_tokens = 16384;
+    int max_batch_sequences = 0;
+    // float32 engines only: TF32 tensor cores for the GEMMs.
+    bool allow_tf32 = false;
+  };
+
+  static absl::StatusOr<std::unique_ptr<CudaEngine>> Create(Checkpoint checkpoint,
+                                                            const Options& options);
+  ~CudaEngine() override;
+
+  absl::StatusOr<BatchOutput> Run(const PackedBatch& batch, const RunOptions& options) override;
+  EngineInfo Info() const override;
+  const ModelConfig& config() const override { return config_; }
+  absl::Status Health() const override;
+
+  // When set, Run records the device time of its stages (GEMMs, attention, the rest) into
+  // `timer`, which then synchronises: for benchmarks, not for serving.
+  void set_stage_timer(StageTimer* timer) { timer_ = timer; }
+
+ private:
+  // Slices of the workspace arena, sized for max_batch_tokens (T) and max sequences (S).
+  struct Workspace {
+    void* hidden = nullptr;          // [T, H]
+    void* attention = nullptr;       // [T, H]: the attention block's output
+    void* qkv = nullptr;             // [T, 3*nh*d]
+    void* context = nullptr;         // [T, nh*d]
+    void* intermediate = nullptr;    // [T, I]
+    void* embedding_sum = nullptr;   // [T, E] when E != H
+    void* conv_columns = nullptr;    // [T, kernel * H] with a ConvLayer
+    void* conv_output = nullptr;     // [T, H] with a ConvLayer
+    void* first_tokens = nullptr;    // [S, H]
+    void* pooled = nullptr;          // [S, H]
+    void* logits = nullptr;          // [max(S, T), labels]
+    float* results = nullptr;        // every requested output, float32, back to back
+    int32_t* inputs = nullptr;       // ids, types, positions [T] each, cu_seqlens [S + 1]
+    void* attention_scratch = nullptr;
+    size_t attention_scratch_bytes = 0;
+    void* blas_scratch = nullptr;
+    size_t blas_scratch_bytes = 0;
+  };
+
+  CudaEngine(ModelConfig config, const Options& options);
+  // Lays the workspace out over `base` (null: only measures) and returns the bytes used.
+  size_t LayoutWorkspace(void* base);
+  absl::StatusOr<BatchOutput> RunOnDevice(const PackedBatch& batch, const RunOptions& options);
+  absl::Status Encode(const PackedBatch& batch, const int32_t* cu_seqlens,
+                      const int32_t* token_ids, const int32_t* token_types,
+                      const int32_t* positions);
+  absl::Status EncoderLayer(int layer, int64_t tokens, int num_sequences, int max_seqlen,
+                            const int32_t* cu_seqlens);
+  absl::Status Convolution(int64_t tokens);
+  absl::Status Linear(const DeviceLinear& layer, const void* x, int64_t rows, void* y,
+                      const void* residual = nullptr);
+  size_t element_bytes() const;
+
+  ModelConfig config_;
+  Options options_;
+  std::optional<RelativePositionIndex> index_;
+  DeviceModel model_;
+  DeviceBuffer arena_;
+  Workspace workspace_;
+  PinnedBuffer staging_in_;   // ids, types, positions, cu_seqlens
+  PinnedBuffer staging_out_;  // results
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  std::unique_ptr<LinearLayers> linear_;
+  float scale_ = 1.0f;
+  std::string device_name_;
+  StageTimer* timer_ = nullptr;
+  absl::Status health_;
+};
+
+}  // namespace dflash::cuda

@@ -1,0 +1,187 @@
+#include "engine/cuda/linear_layer.h"
+
+#include <bit>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/cuda/cuda_status.h"
+
+namespace dflash::cuda {
+namespace {
+
+#define DFLASH_RETURN_IF_CUBLAS_ERROR(expr, what)                                          \
+  do {                                                                                     \
+    if (cublasStatus_t dflash_blas_status_ = (expr); dflash_blas_status_ != CUBLAS_STATUS_SUCCESS) \
+      return CublasStatus(dflash_blas_status_, what);                                      \
+  } while (false)
+
+cudaDataType_t CudaType(kernels::DataType dtype) {
+  switch (dtype) {
+    case kernels::DataType::kFloat16:
+      return CUDA_R_16F;
+    case kernels::DataType::kBFloat16:
+      return CUDA_R_16BF;
+    case kernels::DataType::kFloat32:
+      break;
+  }
+  return CUDA_R_32F;
+}
+
+// The largest power of two (<= 256) dividing every operand address: cuBLASLt picks vectorised
+// kernels only for operands it is told are aligned.
+int CommonAlignment(const LinearCall& call) {
+  uintptr_t bits = reinterpret_cast<uintptr_t>(call.x) | reinterpret_cast<uintptr_t>(call.w) |
+                   reinterpret_cast<uintptr_t>(call.y) |
+                   reinterpret_cast<uintptr_t>(call.residual) |
+                   reinterpret_cast<uintptr_t>(call.bias) | uintptr_t{256};
+  return static_cast<int>(bits & (~bits + 1));
+}
+
+// Owns the descriptors of one call.
+class MatmulDescriptors {
+ public:
+  ~MatmulDescriptors() {
+    if (preference != nullptr) cublasLtMatmulPreferenceDestroy(preference);
+    for (cublasLtMatrixLayout_t layout : {a, b, c, d}) {
+      if (layout != nullptr) cublasLtMatrixLayoutDestroy(layout);
+    }
+    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+  }
+
+  // Column-major view of the row-major product: D^T[n, m] = W[n, k] . X^T[k, m], so A = W read
+  // transposed (col-major [k, n], ld ldw), B = X (col-major [k, m], ld ldx), C = residual^T and
+  // D = Y^T (col-major [n, m]).
+  absl::Status Build(const LinearCall& call, int64_t m, bool allow_tf32) {
+    const cudaDataType_t type = CudaType(call.dtype);
+    cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+    if (call.dtype == kernels::DataType::kFloat32 && allow_tf32) {
+      compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    }
+    DFLASH_RETURN_IF_CUBLAS_ERROR(cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F),
+                                  "cublasLtMatmulDescCreate");
+    const cublasOperation_t transpose = CUBLAS_OP_T;
+    DFLASH_RETURN_IF_CUBLAS_ERROR(
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
+                                       sizeof(transpose)),
+        "cublasLtMatmulDescSetAttribute(TRANSA)");
+    if (call.bias != nullptr) {
+      const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      DFLASH_RETURN_IF_CUBLAS_ERROR(
+          cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                         sizeof(epilogue)),
+          "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+      DFLASH_RETURN_IF_CUBLAS_ERROR(
+          cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias,
+                                         sizeof(call.bias)),
+          "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+    }
+    DFLASH_RETURN_IF_CUBLAS_ERROR(cublasLtMatrixLayoutCreate(&a, type, call.k, call.n, call.ldw),
+                                  "cublasLtMatrixLayoutCreate(A)");
+    DFLASH_RETURN_IF_CUBLAS_ERROR(cublasLtMatrixLayoutCreate(&b, type, call.k, m, call.ldx),
+                                  "cublasLtMatrixLayoutCreate(B)");
+    const int64_t ld_c = call.residual != nullptr ? call.ld_residual : call.ldy;
+    DFLASH_RETURN_IF_CUBLAS_ERROR(cublasLtMatrixLayoutCreate(&c, type, call.n, m, ld_c),
+                                  "cublasLtMatrixLayoutCreate(C)");
+    DFLASH_RETURN_IF_CUBLAS_ERROR(cublasLtMatrixLayoutCreate(&d, type, call.n, m, call.ldy),
+                                  "cublasLtMatrixLayoutCreate(D)");
+    return absl::OkStatus();
+  }
+
+  absl::Status Prefer(size_t workspace_bytes, uint32_t alignment) {
+    DFLASH_RETURN_IF_CUBLAS_ERROR(cublasLtMatmulPreferenceCreate(&preference),
+                                  "cublasLtMatmulPreferenceCreate");
+    DFLASH_RETURN_IF_CUBLAS_ERROR(
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &workspace_bytes, sizeof(workspace_bytes)),
+        "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+    for (cublasLtMatmulPreferenceAttributes_t attribute :
+         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+      DFLASH_RETURN_IF_CUBLAS_ERROR(
+          cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment,
+                                               sizeof(alignment)),
+          "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
+    }
+    return absl::OkStatus();
+  }
+
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+};
+
+int64_t BucketOf(int64_t m) { return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(m))); }
+
+absl::Status CheckCall(const LinearCall& call) {
+  if (call.m < 0 || call.n <= 0 || call.k <= 0 || call.x == nullptr ||
+      call.w == nullptr || call.y == nullptr || call.ldx < call.k || call.ldw < call.k ||
+      call.ldy < call.n || (call.residual != nullptr && call.ld_residual < call.n)) {
+    return absl::InternalError(absl::StrCat("invalid linear layer call: m=", call.m, " n=", call.n,
+                                            " k=", call.k, " ldx=", call.ldx, " ldw=", call.ldw,
+                                            " ldy=", call.ldy));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LinearLayers>> LinearLayers::Create(void* workspace,
+                                                                   size_t workspace_bytes,
+                                                                   bool allow_tf32) {
+  cublasLtHandle_t handle = nullptr;
+  DFLASH_RETURN_IF_CUBLAS_ERROR(cublasLtCreate(&handle), "cublasLtCreate");
+  return std::unique_ptr<LinearLayers>(
+      new LinearLayers(handle, workspace, workspace_bytes, allow_tf32));
+}
+
+LinearLayers::~LinearLayers() { cublasLtDestroy(handle_); }
+
+absl::Status LinearLayers::Run(const LinearCall& call, cudaStream_t stream) {
+  DFLASH_RETURN_IF_ERROR(CheckCall(call));
+  if (call.m == 0) return absl::OkStatus();
+  const int alignment = CommonAlignment(call);
+  const ShapeKey key{static_cast<int>(call.dtype),
+                     BucketOf(call.m),
+                     call.n,
+                     call.k,
+                     call.ldx,
+                     call.ldw,
+                     call.ldy,
+                     call.residual != nullptr ? call.ld_residual : 0,
+                     call.bias != nullptr,
+                     call.residual != nullptr,
+                     alignment};
+  auto cached = algorithms_.find(key);
+  if (cached == algorithms_.end()) {
+    // The heuristic sees the bucket's token count; the chosen algorithm serves every count in it.
+    MatmulDescriptors bucket;
+    DFLASH_RETURN_IF_ERROR(bucket.Build(call, key.m_bucket, allow_tf32_));
+    DFLASH_RETURN_IF_ERROR(bucket.Prefer(workspace_bytes_, static_cast<uint32_t>(alignment)));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    DFLASH_RETURN_IF_CUBLAS_ERROR(
+        cublasLtMatmulAlgoGetHeuristic(handle_, bucket.op, bucket.a, bucket.b, bucket.c, bucket.d,
+                                       bucket.preference, 1, &result, &found),
+        "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0) {
+      return absl::InternalError(absl::StrCat("cuBLASLt has no algorithm for a ", call.m, "x",
+                                              call.n, "x", call.k, " GEMM"));
+    }
+    cached = algorithms_.emplace(key, result.algo).first;
+  }
+  MatmulDescriptors descriptors;
+  DFLASH_RETURN_IF_ERROR(descriptors.Build(call, call.m, allow_tf32_));
+  const float alpha = 1.0f;
+  const float beta = call.residual != nullptr ? 1.0f : 0.0f;
+  const void* c = call.residual != nullptr ? call.residual : call.y;
+  DFLASH_RETURN_IF_CUBLAS_ERROR(
+      cublasLtMatmul(handle_, descriptors.op, &alpha, call.w, descriptors.a, call.x,
+                     descriptors.b, &beta, c, descriptors.c, call.y, descriptors.d,
+                     &cached->second, workspace_, workspace_bytes_, stream),
+      absl::StrCat("cublasLtMatmul ", call.m, "x", call.n, "x", call.k));
+  return absl::OkStatus();
+}
+
+}  // namespace dflash::cuda

@@ -1,0 +1,83 @@
+// Dense layers on cuBLASLt: Y = X W^T + bias (+ residual), the GEMM shape of every DeBERTa linear
+// layer, with bias and residual fused into the GEMM's epilogue. Algorithms come from cuBLASLt's
+// heuristic once per shape bucket (token counts rounded up to a power of two) and are cached.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "kernels/common/data_type.h"
+
+namespace dflash::cuda {
+
+// Row-major operands, leading dimensions in elements:
+//   Y[m, n] = X[m, k] . W[n, k]^T + bias[n] + residual[m, n]
+// X: [m, k] (ldx), W: [n, k] (ldw, PyTorch's Linear layout), bias: [n] or null, residual:
+// [m, n] (ld_residual) or null, Y: [m, n] (ldy); Y may be the residual itself.
+struct LinearCall {
+  kernels::DataType dtype = kernels::DataType::kFloat16;
+  int64_t m = 0;
+  int64_t n = 0;
+  int64_t k = 0;
+  const void* x = nullptr;
+  int64_t ldx = 0;
+  const void* w = nullptr;
+  int64_t ldw = 0;
+  const void* bias = nullptr;
+  const void* residual = nullptr;
+  int64_t ld_residual = 0;
+  void* y = nullptr;
+  int64_t ldy = 0;
+};
+
+class LinearLayers {
+ public:
+  // `workspace` (device, `workspace_bytes`) is cuBLASLt's scratch for every call. With
+  // `allow_tf32`, float32 GEMMs run on tensor cores in TF32 (faster, ~1e-3 relative error);
+  // otherwise they are exact float32 FMA GEMMs.
+  static absl::StatusOr<std::unique_ptr<LinearLayers>> Create(void* workspace,
+                                                              size_t workspace_bytes,
+                                                              bool allow_tf32);
+  ~LinearLayers();
+  LinearLayers(const LinearLayers&) = delete;
+  LinearLayers& operator=(const LinearLayers&) = delete;
+
+  absl::Status Run(const LinearCall& call, cudaStream_t stream);
+
+  // Distinct shape buckets seen so far (each chose its algorithm once).
+  size_t cached_algorithms() const { return algorithms_.size(); }
+
+ private:
+  struct ShapeKey {
+    int dtype;
+    int64_t m_bucket, n, k, ldx, ldw, ldy, ld_residual;
+    bool bias, residual;
+    int alignment;
+    template <typename H>
+    friend H AbslHashValue(H h, const ShapeKey& s) {
+      return H::combine(std::move(h), s.dtype, s.m_bucket, s.n, s.k, s.ldx, s.ldw, s.ldy,
+                        s.ld_residual, s.bias, s.residual, s.alignment);
+    }
+    bool operator==(const ShapeKey&) const = default;
+  };
+
+  LinearLayers(cublasLtHandle_t handle, void* workspace, size_t workspace_bytes, bool allow_tf32)
+      : handle_(handle),
+        workspace_(workspace),
+        workspace_bytes_(workspace_bytes),
+        allow_tf32_(allow_tf32) {}
+
+  cublasLtHandle_t handle_;
+  void* workspace_;
+  size_t workspace_bytes_;
+  bool allow_tf32_;
+  absl::flat_hash_map<ShapeKey, cublasLtMatmulAlgo_t> algorithms_;
+};
+
+}  // namespace dflash::cuda

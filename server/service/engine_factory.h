@@ -1,0 +1,22 @@
+// Turns a model entry's backend, dtype and devices into engines: the CPU engine, one CUDA engine
+// per configured GPU, or the null engine. `auto` picks CUDA when this build has the CUDA engine
+// and the machine a usable GPU, else the CPU engine, and logs which and why.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/engine.h"
+#include "engine/model/checkpoint.h"
+#include "server/config/server_config.h"
+
+namespace dflash::serving {
+
+absl::StatusOr<std::vector<std::unique_ptr<Engine>>> CreateEngines(const ModelEntry& entry,
+                                                                   Checkpoint checkpoint);
+
+// Whether this binary contains the CUDA engine (built with a CUDA toolkit).
+bool CudaEngineBuilt();
+
+}  // namespace dflash::serving
