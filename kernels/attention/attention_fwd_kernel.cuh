@@ -212,7 +212,7 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
 // [64, d] . PosK[w0 .. w0 + span - 1]^T and P2C_win [64, span] = K_blk [64, d] . PosQ[w0 ..]^T,
 // span <= kComputedWindow.
 // kMinBlocks: the resident CTAs per SM the register budget is capped for (AttentionKernelConfig::
-// min_blocks_per_sm; the Traits' values are the defaults).
+// min_blocks_per_sm; the Traits' kMinBlocksPerSm* are the defaults the heuristic picks).
 template <typename Traits, bool kComputeWindows, int kMinBlocks>
 __global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
     DisentangledAttentionKernel(const AttentionParams<typename Traits::Element> params) {

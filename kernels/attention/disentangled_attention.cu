@@ -164,8 +164,13 @@ bool CanComputeWindows(const AttentionProblem& p) {
 // (LaunchHalf), each costing minutes of nvcc time: the d = 64 computed-window kernel alone has a
 // second one (2 CTAs per SM, uncapped), because d = 64 is every public DeBERTa checkpoint.
 int DefaultMinBlocks(int head_dim, AttentionWindows windows) {
-  if (windows == AttentionWindows::kComputed) return head_dim <= 64 ? 3 : 2;
-  return 2;
+  // The Traits' caps (attention_fwd_kernel.cuh says why); they do not depend on the dtype.
+  if (windows == AttentionWindows::kComputed) {
+    return head_dim <= 32   ? AttentionTraits<32, __half>::kMinBlocksPerSmComputed
+           : head_dim <= 64 ? AttentionTraits<64, __half>::kMinBlocksPerSmComputed
+                            : AttentionTraits<128, __half>::kMinBlocksPerSmComputed;
+  }
+  return AttentionTraits<64, __half>::kMinBlocksPerSm;
 }
 
 bool HasVariant(int head_dim, AttentionWindows windows, int min_blocks) {
