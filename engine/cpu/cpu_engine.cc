@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/cpu/disentangled_attention.h"
-#include "engine/cpu/encoder_prelude.h"
 #include "engine/cpu/elementwise.h"
+#include "engine/cpu/encoder_prelude.h"
 #include "engine/cpu/gemm.h"
 
 namespace dflash {

@@ -1,6 +1,7 @@
 #include "engine/cuda/cuda_engine.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <utility>
@@ -99,6 +100,7 @@ CudaEngine::CudaEngine(ModelConfig config, const Options& options)
 CudaEngine::~CudaEngine() {
   cudaSetDevice(options_.device);
   if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  graphs_.clear();
   linear_.reset();
   if (blas_ != nullptr) cublasDestroy(blas_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
@@ -132,9 +134,8 @@ size_t CudaEngine::LayoutWorkspace(void* base) {
   w.first_tokens = arena.Take(s * h * e);
   w.pooled = arena.Take(s * h * e);
   w.logits = arena.Take(std::max(s, t) * labels * e);
-  const ResultLayout all = LayoutResults(kSequenceLogits | kTokenLogits | kEmbeddings |
-                                             kHiddenStates,
-                                         t, s, labels, h);
+  const ResultLayout all =
+      LayoutResults(kSequenceLogits | kTokenLogits | kEmbeddings | kHiddenStates, t, s, labels, h);
   w.results = arena.Take<float>(all.total());
   w.inputs = arena.Take<int32_t>(3 * t + s + 1);
   // The attention's C2P/P2C tables are largest for one sequence of every token. Only the
@@ -154,7 +155,8 @@ size_t CudaEngine::LayoutWorkspace(void* base) {
     bound.positions.host = index_->table().data();
     bound.positions.device = static_cast<const int32_t*>(model_.relative_index.data());
   }
-  w.attention_scratch_bytes = kernels::AttentionWorkspaceBytes(bound);
+  // Room for every variant, so autotuning can try them all and any profile entry fits.
+  w.attention_scratch_bytes = kernels::AttentionMaxWorkspaceBytes(bound);
   w.attention_scratch = arena.Take(w.attention_scratch_bytes);
   w.blas_scratch_bytes = kBlasScratchBytes;
   w.blas_scratch = arena.Take(w.blas_scratch_bytes);
@@ -173,9 +175,8 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(Checkpoint checkp
   int devices = 0;
   DFLASH_RETURN_IF_CUDA_ERROR(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
   if (options.device < 0 || options.device >= devices) {
-    return absl::InvalidArgumentError(absl::StrCat("CUDA device ", options.device,
-                                                   " does not exist (this machine has ",
-                                                   devices, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CUDA device ", options.device, " does not exist (this machine has ", devices, ")"));
   }
   DFLASH_RETURN_IF_CUDA_ERROR(cudaSetDevice(options.device), "cudaSetDevice");
   cudaDeviceProp properties{};
@@ -192,9 +193,9 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(Checkpoint checkp
     resolved.max_batch_sequences = static_cast<int>(options.max_batch_tokens);
   }
   std::unique_ptr<CudaEngine> engine(new CudaEngine(checkpoint.config, resolved));
-  engine->device_name_ = absl::StrFormat("CUDA device %d: %s (sm_%d%d, %d SMs)", options.device,
-                                         properties.name, properties.major, properties.minor,
-                                         properties.multiProcessorCount);
+  engine->device_name_ =
+      absl::StrFormat("CUDA device %d: %s (sm_%d%d, %d SMs)", options.device, properties.name,
+                      properties.major, properties.minor, properties.multiProcessorCount);
   const ModelConfig& config = engine->config_;
   engine->scale_ = 1.0f / std::sqrt(static_cast<float>(config.attention_head_size) *
                                     static_cast<float>(config.ScaleFactor()));
@@ -208,8 +209,7 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(Checkpoint checkp
     }
     relative_index = engine->index_->table();
   }
-  const std::vector<EncoderLayerPrelude> prelude =
-      BuildEncoderPrelude(config, checkpoint.weights);
+  const std::vector<EncoderLayerPrelude> prelude = BuildEncoderPrelude(config, checkpoint.weights);
   DFLASH_ASSIGN_OR_RETURN(engine->model_, UploadModel(config, checkpoint.weights, prelude,
                                                       relative_index, options.dtype));
   checkpoint.weights = ModelWeights{};
@@ -231,13 +231,16 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(Checkpoint checkp
   // The attention's C2P/P2C table GEMMs. (The attention binds the handle to the stream, which
   // resets cuBLAS to the default workspace it allocated here.)
   DFLASH_RETURN_IF_ERROR(CublasStatus(cublasCreate(&engine->blas_), "cublasCreate"));
-  DFLASH_ASSIGN_OR_RETURN(engine->linear_,
-                          LinearLayers::Create(engine->workspace_.blas_scratch,
-                                               engine->workspace_.blas_scratch_bytes,
-                                               options.allow_tf32));
-  Log().info("{}: {} weights {:.1f} MiB, workspace {:.1f} MiB for {} tokens", engine->device_name_,
-             DataTypeName(options.dtype), engine->model_.bytes() / 1048576.0,
-             arena_bytes / 1048576.0, t);
+  tuning::AttentionTunerOptions tuning = options.tuning;
+  tuning.device = options.device;
+  DFLASH_ASSIGN_OR_RETURN(engine->tuner_, tuning::AttentionTuner::Create(tuning));
+  DFLASH_ASSIGN_OR_RETURN(
+      engine->linear_,
+      LinearLayers::Create(engine->workspace_.blas_scratch, engine->workspace_.blas_scratch_bytes,
+                           options.allow_tf32));
+  Log().info("{}: {} weights {:.1f} MiB, workspace {:.1f} MiB for {} tokens, attention tuning {}",
+             engine->device_name_, DataTypeName(options.dtype), engine->model_.bytes() / 1048576.0,
+             arena_bytes / 1048576.0, t, engine->tuner_->Describe());
   return engine;
 }
 
@@ -249,6 +252,7 @@ EngineInfo CudaEngine::Info() const {
   info.device = device_name_;
   info.dtype = std::string(DataTypeName(options_.dtype));
   info.weight_bytes = model_.bytes();
+  info.tuning = tuner_->Describe();
   info.workspace_bytes =
       static_cast<int64_t>(arena_.bytes() + staging_in_.bytes() + staging_out_.bytes());
   size_t free_bytes = 0, total_bytes = 0;
@@ -285,10 +289,10 @@ absl::StatusOr<BatchOutput> CudaEngine::Run(const PackedBatch& batch, const RunO
   DFLASH_RETURN_IF_ERROR(ValidatePackedBatch(batch, options, config_));
   if (batch.total_tokens() > options_.max_batch_tokens ||
       batch.num_sequences() > options_.max_batch_sequences) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "batch of ", batch.total_tokens(), " tokens in ", batch.num_sequences(),
-        " sequences exceeds the CUDA engine's capacity (", options_.max_batch_tokens,
-        " tokens, ", options_.max_batch_sequences, " sequences)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch of ", batch.total_tokens(), " tokens in ", batch.num_sequences(),
+                     " sequences exceeds the CUDA engine's capacity (", options_.max_batch_tokens,
+                     " tokens, ", options_.max_batch_sequences, " sequences)"));
   }
   if (cudaError_t error = cudaSetDevice(options_.device); error != cudaSuccess) {
     return CudaStatus(error, "cudaSetDevice");
@@ -300,58 +304,60 @@ absl::StatusOr<BatchOutput> CudaEngine::Run(const PackedBatch& batch, const RunO
     if (error == cudaSuccess) error = cudaGetLastError();
     if (IsStickyCudaError(error)) {
       health_ = absl::UnavailableError(
-          absl::StrCat(device_name_, " failed and stopped serving: ", cudaGetErrorName(error),
-                       " (", output.status().message(), ")"));
+          absl::StrCat(device_name_, " failed and stopped serving: ", cudaGetErrorName(error), " (",
+                       output.status().message(), ")"));
       Log().error("{}", health_.message());
     }
   }
   return output;
 }
 
-absl::StatusOr<BatchOutput> CudaEngine::RunOnDevice(const PackedBatch& batch,
-                                                    const RunOptions& options) {
+CudaEngine::StagedInputs CudaEngine::StageInputs(const PackedBatch& batch) {
+  const int64_t tokens = batch.total_tokens();
+  const int sequences = batch.num_sequences();
+  // Ids, then token types and positions when the model reads them, then cu_seqlens: one pinned
+  // block, one copy.
+  int32_t* staged = static_cast<int32_t*>(staging_in_.data());
+  StagedInputs in;
+  auto stage = [&](const int32_t* values, int64_t count) {
+    std::memcpy(staged + in.count, values, static_cast<size_t>(count) * sizeof(int32_t));
+    const int32_t* device = workspace_.inputs + in.count;
+    in.count += count;
+    return device;
+  };
+  in.token_ids = stage(batch.token_ids.data(), tokens);
+  if (config_.type_vocab_size > 0 && !batch.token_type_ids.empty()) {
+    in.token_types = stage(batch.token_type_ids.data(), tokens);
+  }
+  if (config_.position_biased_input) {
+    in.positions = workspace_.inputs + in.count;
+    for (int s = 0; s < sequences; ++s) {
+      for (int32_t t = batch.cu_seqlens[s]; t < batch.cu_seqlens[s + 1]; ++t) {
+        staged[in.count + t] = t - batch.cu_seqlens[s];
+      }
+    }
+    in.count += tokens;
+  }
+  in.cu_seqlens = stage(batch.cu_seqlens.data(), sequences + 1);
+  return in;
+}
+
+absl::Status CudaEngine::Enqueue(const PackedBatch& batch, const RunOptions& options,
+                                 const StagedInputs& in) {
   const int64_t tokens = batch.total_tokens();
   const int sequences = batch.num_sequences();
   const int64_t h = config_.hidden_size;
   const int64_t labels = config_.num_labels();
-
-  // Inputs: ids, then token types and positions when the model reads them, then cu_seqlens, in
-  // one pinned block and one copy.
-  int32_t* staged = static_cast<int32_t*>(staging_in_.data());
-  int64_t used = 0;
-  auto stage = [&](const int32_t* values, int64_t count) {
-    std::memcpy(staged + used, values, static_cast<size_t>(count) * sizeof(int32_t));
-    const int32_t* device = workspace_.inputs + used;
-    used += count;
-    return device;
-  };
-  const int32_t* token_ids = stage(batch.token_ids.data(), tokens);
-  const int32_t* token_types = nullptr;
-  if (config_.type_vocab_size > 0 && !batch.token_type_ids.empty()) {
-    token_types = stage(batch.token_type_ids.data(), tokens);
-  }
-  const int32_t* positions = nullptr;
-  if (config_.position_biased_input) {
-    positions = workspace_.inputs + used;
-    for (int s = 0; s < sequences; ++s) {
-      for (int32_t t = batch.cu_seqlens[s]; t < batch.cu_seqlens[s + 1]; ++t) {
-        staged[used + t] = t - batch.cu_seqlens[s];
-      }
-    }
-    used += tokens;
-  }
-  const int32_t* cu_seqlens = stage(batch.cu_seqlens.data(), sequences + 1);
+  const int32_t* cu_seqlens = in.cu_seqlens;
   if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
-  DFLASH_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(workspace_.inputs, staged, static_cast<size_t>(used) * sizeof(int32_t),
-                      cudaMemcpyHostToDevice, stream_),
-      "copying the batch to the device");
-
-  DFLASH_RETURN_IF_ERROR(Encode(batch, cu_seqlens, token_ids, token_types, positions));
+  DFLASH_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(workspace_.inputs, staging_in_.data(),
+                                              static_cast<size_t>(in.count) * sizeof(int32_t),
+                                              cudaMemcpyHostToDevice, stream_),
+                              "copying the batch to the device");
+  DFLASH_RETURN_IF_ERROR(Encode(batch, cu_seqlens, in.token_ids, in.token_types, in.positions));
 
   // Heads, each into its place in the float32 results.
-  const ResultLayout layout =
-      LayoutResults(options.outputs, tokens, sequences, labels, h);
+  const ResultLayout layout = LayoutResults(options.outputs, tokens, sequences, labels, h);
   float* results = workspace_.results;
   const kernels::DataType dtype = options_.dtype;
   if (options.outputs & kSequenceLogits) {
@@ -374,14 +380,12 @@ absl::StatusOr<BatchOutput> CudaEngine::RunOnDevice(const PackedBatch& batch,
         Linear(model_.classifier, workspace_.pooled, sequences, workspace_.logits));
     if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
     DFLASH_RETURN_IF_CUDA_ERROR(
-        kernels::ConvertToFloat(dtype, workspace_.logits, layout.sequence_logits, results,
-                                stream_),
+        kernels::ConvertToFloat(dtype, workspace_.logits, layout.sequence_logits, results, stream_),
         "converting logits");
     results += layout.sequence_logits;
   }
   if (options.outputs & kTokenLogits) {
-    DFLASH_RETURN_IF_ERROR(Linear(model_.classifier, workspace_.hidden, tokens,
-                                  workspace_.logits));
+    DFLASH_RETURN_IF_ERROR(Linear(model_.classifier, workspace_.hidden, tokens, workspace_.logits));
     if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
     DFLASH_RETURN_IF_CUDA_ERROR(
         kernels::ConvertToFloat(dtype, workspace_.logits, layout.token_logits, results, stream_),
@@ -409,25 +413,143 @@ absl::StatusOr<BatchOutput> CudaEngine::RunOnDevice(const PackedBatch& batch,
       cudaMemcpyAsync(host, workspace_.results, static_cast<size_t>(layout.total()) * 4,
                       cudaMemcpyDeviceToHost, stream_),
       "copying results to the host");
+  DFLASH_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(staging_out_.data(), workspace_.results,
+                                              static_cast<size_t>(layout.total()) * sizeof(float),
+                                              cudaMemcpyDeviceToHost, stream_),
+                              "copying results to the host");
+  return absl::OkStatus();
+}
+
+BatchOutput CudaEngine::Unpack(const PackedBatch& batch, const PackedBatch& ran,
+                               const RunOptions& options) const {
+  // `ran` may be `batch` followed by padding sequences: its results are laid out for its sizes,
+  // and only the first rows (the real batch's) are taken.
+  const int64_t h = config_.hidden_size;
+  const int64_t labels = config_.num_labels();
+  const ResultLayout layout =
+      LayoutResults(options.outputs, ran.total_tokens(), ran.num_sequences(), labels, h);
+  const ResultLayout wanted =
+      LayoutResults(options.outputs, batch.total_tokens(), batch.num_sequences(), labels, h);
+  const float* host = static_cast<const float*>(staging_out_.data());
+  BatchOutput output;
+  output.num_sequences = batch.num_sequences();
+  output.total_tokens = batch.total_tokens();
+  output.num_labels = static_cast<int>(labels);
+  output.hidden_size = static_cast<int>(h);
+  auto take = [&host](std::vector<float>& into, int64_t count, int64_t stored) {
+    into.assign(host, host + count);
+    host += stored;
+  };
+  take(output.sequence_logits, wanted.sequence_logits, layout.sequence_logits);
+  take(output.token_logits, wanted.token_logits, layout.token_logits);
+  take(output.embeddings, wanted.embeddings, layout.embeddings);
+  take(output.hidden_states, wanted.hidden_states, layout.hidden_states);
+  return output;
+}
+
+absl::StatusOr<BatchOutput> CudaEngine::RunOnDevice(const PackedBatch& batch,
+                                                    const RunOptions& options) {
+  if (timer_ == nullptr && batch.total_tokens() <= options_.graph_max_tokens) {
+    return RunGraph(batch, options);
+  }
+  const StagedInputs in = StageInputs(batch);
+  DFLASH_RETURN_IF_ERROR(Enqueue(batch, options, in));
   if (timer_ != nullptr) {
     DFLASH_RETURN_IF_ERROR(timer_->Collect(stream_));
   }
   DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "running the batch");
+  return Unpack(batch, batch, options);
+}
 
-  BatchOutput output;
-  output.num_sequences = sequences;
-  output.total_tokens = static_cast<int>(tokens);
-  output.num_labels = static_cast<int>(labels);
-  output.hidden_size = static_cast<int>(h);
-  auto take = [&host](std::vector<float>& into, int64_t count) {
-    into.assign(host, host + count);
-    host += count;
-  };
-  take(output.sequence_logits, layout.sequence_logits);
-  take(output.token_logits, layout.token_logits);
-  take(output.embeddings, layout.embeddings);
-  take(output.hidden_states, layout.hidden_states);
-  return output;
+PackedBatch CudaEngine::PadForGraph(const PackedBatch& batch) const {
+  // Shapes: tokens and sequences rounded up to powers of two (at least one padding sequence, so
+  // that every padding token belongs to one), the longest sequence to a power of two >= 64. The
+  // padding sequences hold the pad token, at most `longest` tokens each and at least one.
+  // Absolute-position models also cap padding sequences at their position table: then more
+  // padding sequences take the padding instead of longer ones.
+  const int64_t tokens = batch.total_tokens();
+  const int sequences = batch.num_sequences();
+  int padded_sequences = static_cast<int>(std::bit_ceil(static_cast<uint32_t>(sequences + 1)));
+  int longest =
+      std::max(64, static_cast<int>(std::bit_ceil(static_cast<uint32_t>(batch.max_seqlen))));
+  int extra = 0;
+  int64_t pad = 0;
+  while (true) {
+    extra = padded_sequences - sequences;
+    const int64_t padded_tokens = std::max<int64_t>(
+        64, static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(tokens + extra))));
+    pad = padded_tokens - tokens;
+    const int cap = config_.position_biased_input
+                        ? std::min(longest, config_.max_position_embeddings)
+                        : longest;
+    if (int64_t{cap} * extra >= pad) break;
+    if (config_.position_biased_input) {
+      padded_sequences *= 2;
+    } else {
+      longest *= 2;
+    }
+  }
+  PackedBatch padded = batch;
+  const bool types = config_.type_vocab_size > 0;
+  if (types && padded.token_type_ids.empty()) padded.token_type_ids.assign(tokens, 0);
+  int64_t left = pad;
+  for (int s = 0; s < extra; ++s) {
+    // Spread evenly: every padding sequence gets at least one token.
+    const int64_t length = (left + (extra - s) - 1) / (extra - s);
+    padded.token_ids.insert(padded.token_ids.end(), length, config_.pad_token_id);
+    if (types) padded.token_type_ids.insert(padded.token_type_ids.end(), length, 0);
+    padded.cu_seqlens.push_back(padded.cu_seqlens.back() + static_cast<int32_t>(length));
+    left -= length;
+  }
+  // The attention launch is sized by max_seqlen: the bucket's, so one graph serves the bucket.
+  padded.max_seqlen = longest;
+  return padded;
+}
+
+absl::StatusOr<BatchOutput> CudaEngine::RunGraph(const PackedBatch& batch,
+                                                 const RunOptions& options) {
+  const PackedBatch padded = PadForGraph(batch);
+  if (padded.total_tokens() > options_.max_batch_tokens ||
+      padded.num_sequences() > options_.max_batch_sequences ||
+      padded.max_seqlen > options_.max_batch_tokens) {
+    // The padded shape does not fit the arena: run the batch as it is.
+    const StagedInputs in = StageInputs(batch);
+    DFLASH_RETURN_IF_ERROR(Enqueue(batch, options, in));
+    DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "running the batch");
+    return Unpack(batch, batch, options);
+  }
+  const GraphKey key{padded.total_tokens(),
+                     padded.num_sequences(),
+                     padded.max_seqlen,
+                     options.outputs,
+                     static_cast<int>(options.pooling),
+                     options.normalize};
+  const StagedInputs in = StageInputs(padded);
+  auto found = graphs_.find(key);
+  if (found == graphs_.end()) {
+    // Autotuning synchronises the stream, which capture forbids: choose the variant first.
+    DFLASH_RETURN_IF_ERROR(tuner_
+                               ->Select(AttentionShape(padded.num_sequences(), padded.max_seqlen,
+                                                       in.cu_seqlens, padded.total_tokens(), 0),
+                                        stream_, workspace_.attention_scratch,
+                                        workspace_.attention_scratch_bytes)
+                               .status());
+    DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                                "cudaStreamBeginCapture");
+    const absl::Status enqueued = Enqueue(padded, options, in);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    DFLASH_RETURN_IF_ERROR(enqueued);
+    DFLASH_RETURN_IF_CUDA_ERROR(ended, "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    DFLASH_RETURN_IF_CUDA_ERROR(instantiated, "cudaGraphInstantiate");
+    found = graphs_.emplace(key, CudaGraph(exec)).first;
+  }
+  DFLASH_RETURN_IF_CUDA_ERROR(cudaGraphLaunch(found->second.get(), stream_), "cudaGraphLaunch");
+  DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "running the batch");
+  return Unpack(batch, padded, options);
 }
 
 absl::Status CudaEngine::Encode(const PackedBatch& batch, const int32_t* cu_seqlens,
@@ -448,7 +570,8 @@ absl::Status CudaEngine::Encode(const PackedBatch& batch, const int32_t* cu_seql
   embedding.position_ids = positions;
   embedding.word = model_.word_embeddings.data();
   embedding.position = model_.position_embeddings.data();
-  embedding.token_type = config_.type_vocab_size > 0 ? model_.token_type_embeddings.data() : nullptr;
+  embedding.token_type =
+      config_.type_vocab_size > 0 ? model_.token_type_embeddings.data() : nullptr;
   if (!project) {
     embedding.gamma = static_cast<const float*>(model_.embedding_norm.gamma.data());
     embedding.beta = static_cast<const float*>(model_.embedding_norm.beta.data());
@@ -478,6 +601,11 @@ absl::Status CudaEngine::Encode(const PackedBatch& batch, const int32_t* cu_seql
                                     workspace_.conv_columns, stream_),
         "convolution columns");
   }
+  // Every layer's attention has the same shape: one variant choice per batch.
+  DFLASH_ASSIGN_OR_RETURN(
+      attention_config_,
+      tuner_->Select(AttentionShape(batch.num_sequences(), batch.max_seqlen, cu_seqlens, tokens, 0),
+                     stream_, workspace_.attention_scratch, workspace_.attention_scratch_bytes));
   for (int layer = 0; layer < config_.num_hidden_layers; ++layer) {
     DFLASH_RETURN_IF_ERROR(
         EncoderLayer(layer, tokens, batch.num_sequences(), batch.max_seqlen, cu_seqlens));
@@ -488,29 +616,25 @@ absl::Status CudaEngine::Encode(const PackedBatch& batch, const int32_t* cu_seql
   return absl::OkStatus();
 }
 
-absl::Status CudaEngine::EncoderLayer(int index, int64_t tokens, int num_sequences,
-                                      int max_seqlen, const int32_t* cu_seqlens) {
-  const DeviceEncoderLayer& layer = model_.layers[static_cast<size_t>(index)];
-  const int64_t h = config_.hidden_size;
+kernels::AttentionProblem CudaEngine::AttentionShape(int num_sequences, int max_seqlen,
+                                                     const int32_t* cu_seqlens, int64_t tokens,
+                                                     int layer) const {
+  const DeviceEncoderLayer& weights = model_.layers[static_cast<size_t>(layer)];
   const int64_t a = config_.all_head_size();
-  const float eps = config_.layer_norm_eps;
-  const kernels::DataType dtype = options_.dtype;
   const size_t e = element_bytes();
-
-  // qkv = hidden Wqkv^T + bqkv: [T, 3*nh*d]; Q, K, V are strided views of it.
-  DFLASH_RETURN_IF_ERROR(Linear(layer.qkv, workspace_.hidden, tokens, workspace_.qkv));
   kernels::AttentionProblem attention;
-  attention.dtype = dtype;
+  attention.dtype = options_.dtype;
   attention.num_heads = config_.num_attention_heads;
   attention.head_dim = config_.attention_head_size;
+  // Q, K, V: column blocks of the fused projection [T, 3*nh*d]; out: [T, nh*d].
   attention.q = workspace_.qkv;
   attention.k = static_cast<const char*>(workspace_.qkv) + a * e;
   attention.v = static_cast<const char*>(workspace_.qkv) + 2 * a * e;
   attention.q_row_stride = attention.k_row_stride = attention.v_row_stride = 3 * a;
   attention.out = workspace_.context;
   attention.out_row_stride = a;
-  attention.pos_key = layer.pos_key.data();
-  attention.pos_query = layer.pos_query.data();
+  attention.pos_key = weights.pos_key.data();
+  attention.pos_query = weights.pos_query.data();
   attention.cu_seqlens = cu_seqlens;
   attention.num_sequences = num_sequences;
   attention.max_seqlen = max_seqlen;
@@ -523,6 +647,21 @@ absl::Status CudaEngine::EncoderLayer(int index, int64_t tokens, int num_sequenc
     attention.positions.span = index_->span();
     attention.positions.settled = index_->settled();
   }
+  return attention;
+}
+
+absl::Status CudaEngine::EncoderLayer(int index, int64_t tokens, int num_sequences, int max_seqlen,
+                                      const int32_t* cu_seqlens) {
+  const DeviceEncoderLayer& layer = model_.layers[static_cast<size_t>(index)];
+  const int64_t h = config_.hidden_size;
+  const float eps = config_.layer_norm_eps;
+  const kernels::DataType dtype = options_.dtype;
+
+  // qkv = hidden Wqkv^T + bqkv: [T, 3*nh*d]; Q, K, V are strided views of it.
+  DFLASH_RETURN_IF_ERROR(Linear(layer.qkv, workspace_.hidden, tokens, workspace_.qkv));
+  kernels::AttentionProblem attention =
+      AttentionShape(num_sequences, max_seqlen, cu_seqlens, tokens, index);
+  attention.config = &attention_config_;
   if (const size_t needed = kernels::AttentionWorkspaceBytes(attention);
       needed > workspace_.attention_scratch_bytes) {
     return absl::InternalError(absl::StrCat("attention needs ", needed,
@@ -530,10 +669,9 @@ absl::Status CudaEngine::EncoderLayer(int index, int64_t tokens, int num_sequenc
                                             workspace_.attention_scratch_bytes));
   }
   if (timer_ != nullptr) timer_->Begin(StageTimer::kAttention, stream_);
-  DFLASH_RETURN_IF_CUDA_ERROR(
-      kernels::DisentangledAttentionForward(attention, workspace_.attention_scratch, blas_,
-                                            stream_),
-      "disentangled attention");
+  DFLASH_RETURN_IF_CUDA_ERROR(kernels::DisentangledAttentionForward(
+                                  attention, workspace_.attention_scratch, blas_, stream_),
+                              "disentangled attention");
 
   // attention = LN(context Wo^T + bo + hidden): bias and residual in the GEMM epilogue.
   DFLASH_RETURN_IF_ERROR(Linear(layer.attention_output, workspace_.context, tokens,
@@ -547,8 +685,8 @@ absl::Status CudaEngine::EncoderLayer(int index, int64_t tokens, int num_sequenc
       "attention LayerNorm");
   // hidden = LN(act(attention Wi^T + bi) Wout^T + bout + attention).
   DFLASH_ASSIGN_OR_RETURN(kernels::Activation act, KernelActivation(config_.hidden_act, "hidden"));
-  DFLASH_RETURN_IF_ERROR(Linear(layer.intermediate, workspace_.attention, tokens,
-                                workspace_.intermediate));
+  DFLASH_RETURN_IF_ERROR(
+      Linear(layer.intermediate, workspace_.attention, tokens, workspace_.intermediate));
   if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
   DFLASH_RETURN_IF_CUDA_ERROR(
       kernels::BiasActivation(dtype, workspace_.intermediate, tokens, config_.intermediate_size,
@@ -581,7 +719,8 @@ absl::Status CudaEngine::Convolution(int64_t tokens) {
     call.k = kernel * group_width;
     call.x = static_cast<const char*>(workspace_.conv_columns) + g * kernel * group_width * e;
     call.ldx = kernel * h;
-    call.w = static_cast<const char*>(conv.weight.data()) + g * group_width * kernel * group_width * e;
+    call.w =
+        static_cast<const char*>(conv.weight.data()) + g * group_width * kernel * group_width * e;
     call.ldw = kernel * group_width;
     call.bias = static_cast<const char*>(conv.bias.data()) + g * group_width * e;
     call.y = static_cast<char*>(workspace_.conv_output) + g * group_width * e;

@@ -17,8 +17,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "engine/cuda/device_memory.h"
 #include "engine/cuda/device_model.h"
@@ -27,6 +29,8 @@
 #include "engine/engine.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/relative_position.h"
+#include "engine/tuning/attention_tuner.h"
+#include "kernels/attention/disentangled_attention.h"
 #include "kernels/common/data_type.h"
 
 namespace dflash::cuda {
@@ -42,6 +46,12 @@ class CudaEngine final : public Engine {
     int max_batch_sequences = 0;
     // float32 engines only: TF32 tensor cores for the GEMMs.
     bool allow_tf32 = false;
+    // How attention kernel variants are chosen (its `device` is replaced by `device` above).
+    tuning::AttentionTunerOptions tuning;
+    // Batches of at most this many tokens run as CUDA graphs, one per shape bucket (tokens and
+    // sequences rounded up to powers of two with padding sequences, the longest sequence to a
+    // power of two): small batches are launch-bound otherwise. 0 disables graphs.
+    int64_t graph_max_tokens = 2048;
   };
 
   static absl::StatusOr<std::unique_ptr<CudaEngine>> Create(Checkpoint checkpoint,
@@ -60,35 +70,84 @@ class CudaEngine final : public Engine {
  private:
   // Slices of the workspace arena, sized for max_batch_tokens (T) and max sequences (S).
   struct Workspace {
-    void* hidden = nullptr;          // [T, H]
-    void* attention = nullptr;       // [T, H]: the attention block's output
-    void* qkv = nullptr;             // [T, 3*nh*d]
-    void* context = nullptr;         // [T, nh*d]
-    void* intermediate = nullptr;    // [T, I]
-    void* embedding_sum = nullptr;   // [T, E] when E != H
-    void* conv_columns = nullptr;    // [T, kernel * H] with a ConvLayer
-    void* conv_output = nullptr;     // [T, H] with a ConvLayer
-    void* first_tokens = nullptr;    // [S, H]
-    void* pooled = nullptr;          // [S, H]
-    void* logits = nullptr;          // [max(S, T), labels]
-    float* results = nullptr;        // every requested output, float32, back to back
-    int32_t* inputs = nullptr;       // ids, types, positions [T] each, cu_seqlens [S + 1]
+    void* hidden = nullptr;         // [T, H]
+    void* attention = nullptr;      // [T, H]: the attention block's output
+    void* qkv = nullptr;            // [T, 3*nh*d]
+    void* context = nullptr;        // [T, nh*d]
+    void* intermediate = nullptr;   // [T, I]
+    void* embedding_sum = nullptr;  // [T, E] when E != H
+    void* conv_columns = nullptr;   // [T, kernel * H] with a ConvLayer
+    void* conv_output = nullptr;    // [T, H] with a ConvLayer
+    void* first_tokens = nullptr;   // [S, H]
+    void* pooled = nullptr;         // [S, H]
+    void* logits = nullptr;         // [max(S, T), labels]
+    float* results = nullptr;       // every requested output, float32, back to back
+    int32_t* inputs = nullptr;      // ids, types, positions [T] each, cu_seqlens [S + 1]
     void* attention_scratch = nullptr;
     size_t attention_scratch_bytes = 0;
     void* blas_scratch = nullptr;
     size_t blas_scratch_bytes = 0;
   };
 
+  // Device pointers of a batch's inputs in the arena, after StageInputs put them in the pinned
+  // staging block (`count` int32 values, copied to the device by Enqueue).
+  struct StagedInputs {
+    const int32_t* token_ids = nullptr;
+    const int32_t* token_types = nullptr;
+    const int32_t* positions = nullptr;
+    const int32_t* cu_seqlens = nullptr;
+    int64_t count = 0;
+  };
+  // A captured forward for one shape bucket and output choice.
+  struct GraphKey {
+    int64_t tokens;
+    int sequences;
+    int longest;
+    uint32_t outputs;
+    int pooling;
+    bool normalize;
+    template <typename H>
+    friend H AbslHashValue(H h, const GraphKey& k) {
+      return H::combine(std::move(h), k.tokens, k.sequences, k.longest, k.outputs, k.pooling,
+                        k.normalize);
+    }
+    bool operator==(const GraphKey&) const = default;
+  };
+  class CudaGraph {
+   public:
+    explicit CudaGraph(cudaGraphExec_t exec) : exec_(exec) {}
+    CudaGraph(CudaGraph&& other) noexcept : exec_(std::exchange(other.exec_, nullptr)) {}
+    CudaGraph& operator=(CudaGraph&&) = delete;
+    ~CudaGraph() {
+      if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+    }
+    cudaGraphExec_t get() const { return exec_; }
+
+   private:
+    cudaGraphExec_t exec_;
+  };
+
   CudaEngine(ModelConfig config, const Options& options);
+  StagedInputs StageInputs(const PackedBatch& batch);
+  // Enqueues the whole forward of `batch` on the stream: input copy, encoder, heads, result copy.
+  absl::Status Enqueue(const PackedBatch& batch, const RunOptions& options, const StagedInputs& in);
+  // The results of `batch` from the staging buffer, written for `ran` (batch + padding).
+  BatchOutput Unpack(const PackedBatch& batch, const PackedBatch& ran,
+                     const RunOptions& options) const;
+  PackedBatch PadForGraph(const PackedBatch& batch) const;
+  absl::StatusOr<BatchOutput> RunGraph(const PackedBatch& batch, const RunOptions& options);
   // Lays the workspace out over `base` (null: only measures) and returns the bytes used.
   size_t LayoutWorkspace(void* base);
   absl::StatusOr<BatchOutput> RunOnDevice(const PackedBatch& batch, const RunOptions& options);
-  absl::Status Encode(const PackedBatch& batch, const int32_t* cu_seqlens,
-                      const int32_t* token_ids, const int32_t* token_types,
-                      const int32_t* positions);
+  absl::Status Encode(const PackedBatch& batch, const int32_t* cu_seqlens, const int32_t* token_ids,
+                      const int32_t* token_types, const int32_t* positions);
   absl::Status EncoderLayer(int layer, int64_t tokens, int num_sequences, int max_seqlen,
                             const int32_t* cu_seqlens);
   absl::Status Convolution(int64_t tokens);
+  // The attention of `layer` over the batch in the workspace (config unset).
+  kernels::AttentionProblem AttentionShape(int num_sequences, int max_seqlen,
+                                           const int32_t* cu_seqlens, int64_t tokens,
+                                           int layer) const;
   absl::Status Linear(const DeviceLinear& layer, const void* x, int64_t rows, void* y,
                       const void* residual = nullptr);
   size_t element_bytes() const;
@@ -104,9 +163,12 @@ class CudaEngine final : public Engine {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::unique_ptr<LinearLayers> linear_;
+  std::unique_ptr<tuning::AttentionTuner> tuner_;
+  kernels::AttentionKernelConfig attention_config_;  // The tuner's choice for the current batch.
   float scale_ = 1.0f;
   std::string device_name_;
   StageTimer* timer_ = nullptr;
+  absl::flat_hash_map<GraphKey, CudaGraph> graphs_;
   absl::Status health_;
 };
 

@@ -14,8 +14,8 @@ absl::Status CudaStatus(cudaError_t error, absl::string_view what) {
 
 absl::Status CublasStatus(cublasStatus_t status, absl::string_view what) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  std::string message = absl::StrCat(what, ": ", cublasGetStatusName(status), ": ",
-                                     cublasGetStatusString(status));
+  std::string message =
+      absl::StrCat(what, ": ", cublasGetStatusName(status), ": ", cublasGetStatusString(status));
   if (status == CUBLAS_STATUS_ALLOC_FAILED) return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
 }

@@ -21,8 +21,8 @@ bool IsStickyCudaError(cudaError_t error);
 
 }  // namespace dflash::cuda
 
-#define DFLASH_RETURN_IF_CUDA_ERROR(expr, what)                                    \
-  do {                                                                             \
+#define DFLASH_RETURN_IF_CUDA_ERROR(expr, what)                                     \
+  do {                                                                              \
     if (cudaError_t dflash_cuda_error_ = (expr); dflash_cuda_error_ != cudaSuccess) \
-      return ::dflash::cuda::CudaStatus(dflash_cuda_error_, what);                 \
+      return ::dflash::cuda::CudaStatus(dflash_cuda_error_, what);                  \
   } while (false)

@@ -16,8 +16,8 @@ absl::StatusOr<DeviceBuffer> UploadAs(kernels::DataType dtype, const float* valu
   }
   std::vector<uint16_t> narrow(count);
   for (size_t i = 0; i < count; ++i) {
-    narrow[i] = dtype == kernels::DataType::kFloat16 ? FloatToHalf(values[i])
-                                                     : FloatToBFloat16(values[i]);
+    narrow[i] =
+        dtype == kernels::DataType::kFloat16 ? FloatToHalf(values[i]) : FloatToBFloat16(values[i]);
   }
   return DeviceBuffer::Upload(narrow.data(), count * sizeof(uint16_t));
 }
@@ -72,8 +72,7 @@ absl::StatusOr<DeviceModel> UploadModel(const ModelConfig& config, const ModelWe
                                         kernels::DataType dtype) {
   DeviceModel model;
   model.dtype = dtype;
-  DFLASH_ASSIGN_OR_RETURN(model.word_embeddings,
-                          UploadAs(dtype, weights.word_embeddings.values));
+  DFLASH_ASSIGN_OR_RETURN(model.word_embeddings, UploadAs(dtype, weights.word_embeddings.values));
   DFLASH_ASSIGN_OR_RETURN(model.position_embeddings,
                           UploadAs(dtype, weights.position_embeddings.values));
   DFLASH_ASSIGN_OR_RETURN(model.token_type_embeddings,
@@ -116,9 +115,9 @@ absl::StatusOr<DeviceModel> UploadModel(const ModelConfig& config, const ModelWe
     DFLASH_ASSIGN_OR_RETURN(model.convolution, UploadLinear(dtype, taps));
     DFLASH_ASSIGN_OR_RETURN(model.convolution_norm, UploadLayerNorm(weights.conv_norm));
   }
-  DFLASH_ASSIGN_OR_RETURN(model.relative_index,
-                          DeviceBuffer::Upload(relative_index.data(),
-                                               relative_index.size() * sizeof(int32_t)));
+  DFLASH_ASSIGN_OR_RETURN(
+      model.relative_index,
+      DeviceBuffer::Upload(relative_index.data(), relative_index.size() * sizeof(int32_t)));
   DFLASH_ASSIGN_OR_RETURN(model.pooler, UploadLinear(dtype, weights.pooler));
   DFLASH_ASSIGN_OR_RETURN(model.classifier, UploadLinear(dtype, weights.classifier));
   return model;

@@ -10,10 +10,10 @@
 namespace dflash::cuda {
 namespace {
 
-#define DFLASH_RETURN_IF_CUBLAS_ERROR(expr, what)                                          \
-  do {                                                                                     \
+#define DFLASH_RETURN_IF_CUBLAS_ERROR(expr, what)                                                  \
+  do {                                                                                             \
     if (cublasStatus_t dflash_blas_status_ = (expr); dflash_blas_status_ != CUBLAS_STATUS_SUCCESS) \
-      return CublasStatus(dflash_blas_status_, what);                                      \
+      return CublasStatus(dflash_blas_status_, what);                                              \
   } while (false)
 
 cudaDataType_t CudaType(kernels::DataType dtype) {
@@ -38,7 +38,27 @@ int CommonAlignment(const LinearCall& call) {
   return static_cast<int>(bits & (~bits + 1));
 }
 
-// Owns the descriptors of one call.
+// Exact shapes whose descriptors are kept (a few per layer kind and batch size seen).
+constexpr size_t kMaxCachedShapes = 4096;
+
+int64_t BucketOf(int64_t m) {
+  return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(m)));
+}
+
+absl::Status CheckCall(const LinearCall& call) {
+  if (call.m < 0 || call.n <= 0 || call.k <= 0 || call.x == nullptr || call.w == nullptr ||
+      call.y == nullptr || call.ldx < call.k || call.ldw < call.k || call.ldy < call.n ||
+      (call.residual != nullptr && call.ld_residual < call.n)) {
+    return absl::InternalError(absl::StrCat("invalid linear layer call: m=", call.m, " n=", call.n,
+                                            " k=", call.k, " ldx=", call.ldx, " ldw=", call.ldw,
+                                            " ldy=", call.ldy));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Owns the descriptors of one shape.
 class MatmulDescriptors {
  public:
   ~MatmulDescriptors() {
@@ -61,20 +81,16 @@ class MatmulDescriptors {
     DFLASH_RETURN_IF_CUBLAS_ERROR(cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F),
                                   "cublasLtMatmulDescCreate");
     const cublasOperation_t transpose = CUBLAS_OP_T;
-    DFLASH_RETURN_IF_CUBLAS_ERROR(
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose,
-                                       sizeof(transpose)),
-        "cublasLtMatmulDescSetAttribute(TRANSA)");
+    DFLASH_RETURN_IF_CUBLAS_ERROR(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA,
+                                                                 &transpose, sizeof(transpose)),
+                                  "cublasLtMatmulDescSetAttribute(TRANSA)");
     if (call.bias != nullptr) {
       const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
       DFLASH_RETURN_IF_CUBLAS_ERROR(
           cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                          sizeof(epilogue)),
           "cublasLtMatmulDescSetAttribute(EPILOGUE)");
-      DFLASH_RETURN_IF_CUBLAS_ERROR(
-          cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &call.bias,
-                                         sizeof(call.bias)),
-          "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+      DFLASH_RETURN_IF_ERROR(SetBias(call.bias));
     }
     DFLASH_RETURN_IF_CUBLAS_ERROR(cublasLtMatrixLayoutCreate(&a, type, call.k, call.n, call.ldw),
                                   "cublasLtMatrixLayoutCreate(A)");
@@ -88,6 +104,14 @@ class MatmulDescriptors {
     return absl::OkStatus();
   }
 
+  // The bias pointer changes from layer to layer of one shape: set before every call.
+  absl::Status SetBias(const void* bias) {
+    DFLASH_RETURN_IF_CUBLAS_ERROR(
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+        "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+    return absl::OkStatus();
+  }
+
   absl::Status Prefer(size_t workspace_bytes, uint32_t alignment) {
     DFLASH_RETURN_IF_CUBLAS_ERROR(cublasLtMatmulPreferenceCreate(&preference),
                                   "cublasLtMatmulPreferenceCreate");
@@ -97,12 +121,10 @@ class MatmulDescriptors {
         "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
     for (cublasLtMatmulPreferenceAttributes_t attribute :
          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
-      DFLASH_RETURN_IF_CUBLAS_ERROR(
-          cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment,
-                                               sizeof(alignment)),
-          "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+      DFLASH_RETURN_IF_CUBLAS_ERROR(cublasLtMatmulPreferenceSetAttribute(
+                                        preference, attribute, &alignment, sizeof(alignment)),
+                                    "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
     }
     return absl::OkStatus();
   }
@@ -111,21 +133,6 @@ class MatmulDescriptors {
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   cublasLtMatmulPreference_t preference = nullptr;
 };
-
-int64_t BucketOf(int64_t m) { return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(m))); }
-
-absl::Status CheckCall(const LinearCall& call) {
-  if (call.m < 0 || call.n <= 0 || call.k <= 0 || call.x == nullptr ||
-      call.w == nullptr || call.y == nullptr || call.ldx < call.k || call.ldw < call.k ||
-      call.ldy < call.n || (call.residual != nullptr && call.ld_residual < call.n)) {
-    return absl::InternalError(absl::StrCat("invalid linear layer call: m=", call.m, " n=", call.n,
-                                            " k=", call.k, " ldx=", call.ldx, " ldw=", call.ldw,
-                                            " ldy=", call.ldy));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<LinearLayers>> LinearLayers::Create(void* workspace,
                                                                    size_t workspace_bytes,
@@ -136,7 +143,17 @@ absl::StatusOr<std::unique_ptr<LinearLayers>> LinearLayers::Create(void* workspa
       new LinearLayers(handle, workspace, workspace_bytes, allow_tf32));
 }
 
-LinearLayers::~LinearLayers() { cublasLtDestroy(handle_); }
+LinearLayers::LinearLayers(cublasLtHandle_t handle, void* workspace, size_t workspace_bytes,
+                           bool allow_tf32)
+    : handle_(handle),
+      workspace_(workspace),
+      workspace_bytes_(workspace_bytes),
+      allow_tf32_(allow_tf32) {}
+
+LinearLayers::~LinearLayers() {
+  descriptors_.clear();
+  cublasLtDestroy(handle_);
+}
 
 absl::Status LinearLayers::Run(const LinearCall& call, cudaStream_t stream) {
   DFLASH_RETURN_IF_ERROR(CheckCall(call));
@@ -171,15 +188,25 @@ absl::Status LinearLayers::Run(const LinearCall& call, cudaStream_t stream) {
     }
     cached = algorithms_.emplace(key, result.algo).first;
   }
-  MatmulDescriptors descriptors;
-  DFLASH_RETURN_IF_ERROR(descriptors.Build(call, call.m, allow_tf32_));
+  ShapeKey exact = key;
+  exact.m_bucket = call.m;
+  auto built = descriptors_.find(exact);
+  if (built == descriptors_.end()) {
+    if (descriptors_.size() >= kMaxCachedShapes) descriptors_.clear();
+    auto made = std::make_unique<MatmulDescriptors>();
+    DFLASH_RETURN_IF_ERROR(made->Build(call, call.m, allow_tf32_));
+    built = descriptors_.emplace(exact, std::move(made)).first;
+  } else if (call.bias != nullptr) {
+    DFLASH_RETURN_IF_ERROR(built->second->SetBias(call.bias));
+  }
+  const MatmulDescriptors& descriptors = *built->second;
   const float alpha = 1.0f;
   const float beta = call.residual != nullptr ? 1.0f : 0.0f;
   const void* c = call.residual != nullptr ? call.residual : call.y;
   DFLASH_RETURN_IF_CUBLAS_ERROR(
-      cublasLtMatmul(handle_, descriptors.op, &alpha, call.w, descriptors.a, call.x,
-                     descriptors.b, &beta, c, descriptors.c, call.y, descriptors.d,
-                     &cached->second, workspace_, workspace_bytes_, stream),
+      cublasLtMatmul(handle_, descriptors.op, &alpha, call.w, descriptors.a, call.x, descriptors.b,
+                     &beta, c, descriptors.c, call.y, descriptors.d, &cached->second, workspace_,
+                     workspace_bytes_, stream),
       absl::StrCat("cublasLtMatmul ", call.m, "x", call.n, "x", call.k));
   return absl::OkStatus();
 }

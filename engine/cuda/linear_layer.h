@@ -36,6 +36,8 @@ struct LinearCall {
   int64_t ldy = 0;
 };
 
+class MatmulDescriptors;  // cuBLASLt descriptors of one exact shape (linear_layer.cc).
+
 class LinearLayers {
  public:
   // `workspace` (device, `workspace_bytes`) is cuBLASLt's scratch for every call. With
@@ -67,17 +69,16 @@ class LinearLayers {
     bool operator==(const ShapeKey&) const = default;
   };
 
-  LinearLayers(cublasLtHandle_t handle, void* workspace, size_t workspace_bytes, bool allow_tf32)
-      : handle_(handle),
-        workspace_(workspace),
-        workspace_bytes_(workspace_bytes),
-        allow_tf32_(allow_tf32) {}
+  LinearLayers(cublasLtHandle_t handle, void* workspace, size_t workspace_bytes, bool allow_tf32);
 
   cublasLtHandle_t handle_;
   void* workspace_;
   size_t workspace_bytes_;
   bool allow_tf32_;
-  absl::flat_hash_map<ShapeKey, cublasLtMatmulAlgo_t> algorithms_;
+  absl::flat_hash_map<ShapeKey, cublasLtMatmulAlgo_t> algorithms_;  // By token-count bucket.
+  // Descriptors by exact shape (m_bucket holds the exact m): building them costs more host time
+  // than launching a small GEMM, and serving repeats shapes.
+  absl::flat_hash_map<ShapeKey, std::unique_ptr<MatmulDescriptors>> descriptors_;
 };
 
 }  // namespace dflash::cuda

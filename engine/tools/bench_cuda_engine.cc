@@ -55,7 +55,8 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> ReadPairs(const std::string& p
     nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
     if (row.is_discarded() || !row.contains("ids") || !row["ids"].is_array() ||
         row["ids"].empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": expected {\"ids\": [...]}"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", number, ": expected {\"ids\": [...]}"));
     }
     pairs.push_back(row["ids"].get<std::vector<int32_t>>());
   }
@@ -130,10 +131,12 @@ absl::StatusOr<std::pair<double, double>> TimeLongSequence(const std::string& di
     const auto start = Clock::now();
     absl::StatusOr<dflash::BatchOutput> output = (*engine)->Run(batch, options);
     if (!output.ok()) return output.status();
-    if (i > 0) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+    if (i > 0)
+      ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
   const double activation =
-      static_cast<double>(UsedDeviceBytes() - before - static_cast<size_t>((*engine)->Info().weight_bytes)) /
+      static_cast<double>(UsedDeviceBytes() - before -
+                          static_cast<size_t>((*engine)->Info().weight_bytes)) /
       kGiB;
   return std::make_pair(Median(ms), activation);
 }
@@ -235,8 +238,10 @@ int main(int argc, char** argv) {
                 << " tokens: " << median << " s\n";
       result["tokens_per_s"][std::to_string(tokens)] = static_cast<double>(total_tokens) / median;
       if (tokens == budget) {
-        result["mnli_like"] = {{"pairs", pairs->size()}, {"tokens", total_tokens},
-                               {"batches", batches.size()}, {"max_batch_tokens", tokens},
+        result["mnli_like"] = {{"pairs", pairs->size()},
+                               {"tokens", total_tokens},
+                               {"batches", batches.size()},
+                               {"max_batch_tokens", tokens},
                                {"seconds", median}};
         // The split, from one more pass with stage events (slower: for the proportions only).
         absl::StatusOr<std::unique_ptr<dflash::cuda::StageTimer>> timer =
@@ -267,7 +272,8 @@ int main(int argc, char** argv) {
       const auto start = Clock::now();
       absl::StatusOr<dflash::BatchOutput> output = (*engine)->Run(single, dflash::RunOptions{});
       if (!output.ok()) return Fail(output.status());
-      if (i >= 10) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+      if (i >= 10)
+        ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     }
     result["single_128"] = {{"ms", Median(ms)}};
     std::cerr << "one 128-token sequence: " << Median(ms) << " ms\n";

@@ -211,10 +211,10 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
 // computed from PosK / PosQ (params.pos_key / pos_query) with MMAs: C2P_win [64, span] = Q_blk
 // [64, d] . PosK[w0 .. w0 + span - 1]^T and P2C_win [64, span] = K_blk [64, d] . PosQ[w0 ..]^T,
 // span <= kComputedWindow.
-template <typename Traits, bool kComputeWindows>
-__global__ void __launch_bounds__(Traits::kThreads, kComputeWindows
-                                                        ? Traits::kMinBlocksPerSmComputed
-                                                        : Traits::kMinBlocksPerSm)
+// kMinBlocks: the resident CTAs per SM the register budget is capped for (AttentionKernelConfig::
+// min_blocks_per_sm; the Traits' kMinBlocksPerSm* are the defaults the heuristic picks).
+template <typename Traits, bool kComputeWindows, int kMinBlocks>
+__global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
     DisentangledAttentionKernel(const AttentionParams<typename Traits::Element> params) {
   static_assert(!kComputeWindows || Traits::kCanComputeWindows, "bias region too small");
   using Element = typename Traits::Element;

@@ -139,15 +139,16 @@ bool Valid(const AttentionProblem& p) {
 // at 2048, where 43% of the tiles are saturated and read one table slot each.
 constexpr int kComputeWindowsMaxLength = 1024;
 
-// Whether the kernel should compute the C2P/P2C windows of its band tiles itself (from PosK /
-// PosQ, with MMAs: C2P_win [64, <=128] = Q_blk . PosK_win^T) instead of reading tables [H, T,
-// slots] made by two GEMMs: for short sequences, where nearly every tile is a band tile and the
+// Whether the kernel can compute the C2P/P2C windows of its band tiles itself (from PosK / PosQ,
+// with MMAs: C2P_win [64, <=128] = Q_blk . PosK_win^T) instead of reading tables [H, T, slots]
+// made by two GEMMs. Worth it for short sequences, where nearly every tile is a band tile and the
 // tables, written and read once each, cost more DRAM traffic than the attention itself (L = 512:
-// 400 MB). Needs d <= 64 (shared-memory budget), the slot table in shared memory, and idx growing
-// by at most one slot per delta (a window of kComputedWindow slots then covers a tile).
-bool ComputeWindows(const AttentionProblem& p) {
+// 400 MB). Needs position terms, d <= 64 (shared-memory budget), the slot table in shared memory,
+// and idx growing by at most one slot per delta (a window of kComputedWindow slots then covers a
+// tile). Any sequence length is correct: saturated tiles then run as band tiles.
+bool CanComputeWindows(const AttentionProblem& p) {
+  if (p.dtype == DataType::kFloat32 || !HasPositions(p)) return false;
   if (p.head_dim > 64 || p.positions.band > kSharedLutBand) return false;
-  if (LongestSequence(p) > kComputeWindowsMaxLength) return false;
   const RelativePositionTable& table = p.positions;
   for (int64_t delta = -table.band; delta + 126 <= table.band; ++delta) {
     if (table.host[delta + 126 + table.band] - table.host[delta + table.band] >
@@ -156,6 +157,40 @@ bool ComputeWindows(const AttentionProblem& p) {
     }
   }
   return true;
+}
+
+// The register caps (resident CTAs per SM) each window mode is compiled with at a head dim: the
+// first is the default. Every pair here is one template instantiation per dtype below
+// (LaunchHalf), each costing minutes of nvcc time: the d = 64 computed-window kernel alone has a
+// second one (2 CTAs per SM, uncapped), because d = 64 is every public DeBERTa checkpoint.
+int DefaultMinBlocks(int head_dim, AttentionWindows windows) {
+  // The Traits' caps (attention_fwd_kernel.cuh says why); they do not depend on the dtype.
+  if (windows == AttentionWindows::kComputed) {
+    return head_dim <= 32   ? AttentionTraits<32, __half>::kMinBlocksPerSmComputed
+           : head_dim <= 64 ? AttentionTraits<64, __half>::kMinBlocksPerSmComputed
+                            : AttentionTraits<128, __half>::kMinBlocksPerSmComputed;
+  }
+  return AttentionTraits<64, __half>::kMinBlocksPerSm;
+}
+
+bool HasVariant(int head_dim, AttentionWindows windows, int min_blocks) {
+  switch (windows) {
+    case AttentionWindows::kTables:
+      return min_blocks == 2;
+    case AttentionWindows::kComputed:
+      return (head_dim == 64 && (min_blocks == 3 || min_blocks == 2)) ||
+             (head_dim == 32 && min_blocks == 3);
+  }
+  return false;
+}
+
+AttentionKernelConfig ConfigFor(const AttentionProblem& p) {
+  return p.config != nullptr ? *p.config : HeuristicAttentionConfig(p);
+}
+
+bool UsesTables(const AttentionProblem& p) {
+  return p.dtype != DataType::kFloat32 && HasPositions(p) &&
+         ConfigFor(p).windows == AttentionWindows::kTables;
 }
 
 template <typename Element>
@@ -207,11 +242,11 @@ AttentionParams<Element> TensorParams(const AttentionProblem& p) {
   return params;
 }
 
-template <int kHeadDim, typename Element, bool kComputeWindows>
+template <int kHeadDim, typename Element, bool kComputeWindows, int kMinBlocks>
 cudaError_t LaunchTensorCore(AttentionParams<Element> params, int m_blocks, int num_sequences,
                              cudaStream_t stream) {
   using Traits = AttentionTraits<kHeadDim, Element>;
-  const auto kernel = DisentangledAttentionKernel<Traits, kComputeWindows>;
+  const auto kernel = DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks>;
   if (Traits::kSharedBytes > 48 * 1024) {
     const cudaError_t error = cudaFuncSetAttribute(
         kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSharedBytes);
@@ -229,9 +264,34 @@ cudaError_t LaunchTensorCore(AttentionParams<Element> params, int m_blocks, int 
   return cudaSuccess;
 }
 
+// The compiled variants (HasVariant lists the same set).
 template <typename Element>
-cudaError_t ForwardHalf(const AttentionProblem& p, void* workspace, cublasHandle_t blas,
-                        cudaStream_t stream) {
+cudaError_t LaunchHalf(const AttentionKernelConfig& config, int head_dim,
+                       const AttentionParams<Element>& params, int m_blocks, int sequences,
+                       cudaStream_t stream) {
+  const bool computed = config.windows == AttentionWindows::kComputed;
+  switch (head_dim) {
+    case 32:
+      return computed
+                 ? LaunchTensorCore<32, Element, true, 3>(params, m_blocks, sequences, stream)
+                 : LaunchTensorCore<32, Element, false, 2>(params, m_blocks, sequences, stream);
+    case 64:
+      if (!computed) {
+        return LaunchTensorCore<64, Element, false, 2>(params, m_blocks, sequences, stream);
+      }
+      return config.min_blocks_per_sm == 2
+                 ? LaunchTensorCore<64, Element, true, 2>(params, m_blocks, sequences, stream)
+                 : LaunchTensorCore<64, Element, true, 3>(params, m_blocks, sequences, stream);
+    case 128:
+      return LaunchTensorCore<128, Element, false, 2>(params, m_blocks, sequences, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+template <typename Element>
+cudaError_t ForwardHalf(const AttentionProblem& p, const AttentionKernelConfig& config,
+                        void* workspace, cublasHandle_t blas, cudaStream_t stream) {
   AttentionParams<Element> params = TensorParams<Element>(p);
   params.scale_log2 = p.scale * static_cast<float>(M_LOG2E);
   params.hi_threshold = INT32_MAX;
@@ -247,7 +307,7 @@ cudaError_t ForwardHalf(const AttentionProblem& p, void* workspace, cublasHandle
     params.slot_hi = table.host[2 * table.band];
     params.linear_band = LinearBand(table);
     params.slot_zero = table.host[table.band];
-    compute_windows = ComputeWindows(p);
+    compute_windows = config.windows == AttentionWindows::kComputed;
   }
   if (compute_windows) {
     params.slot_base = 0;
@@ -283,22 +343,8 @@ cudaError_t ForwardHalf(const AttentionProblem& p, void* workspace, cublasHandle
       }
     }
   }
-  const int sequences = p.num_sequences;
   const int m_blocks = (LongestSequence(p) + 63) / 64;
-  switch (p.head_dim) {
-    case 32:
-      return compute_windows
-                 ? LaunchTensorCore<32, Element, true>(params, m_blocks, sequences, stream)
-                 : LaunchTensorCore<32, Element, false>(params, m_blocks, sequences, stream);
-    case 64:
-      return compute_windows
-                 ? LaunchTensorCore<64, Element, true>(params, m_blocks, sequences, stream)
-                 : LaunchTensorCore<64, Element, false>(params, m_blocks, sequences, stream);
-    case 128:
-      return LaunchTensorCore<128, Element, false>(params, m_blocks, sequences, stream);
-    default:
-      return cudaErrorInvalidValue;
-  }
+  return LaunchHalf<Element>(config, p.head_dim, params, m_blocks, p.num_sequences, stream);
 }
 
 cudaError_t ForwardFloat32(const AttentionProblem& p, cudaStream_t stream) {
@@ -319,21 +365,84 @@ cudaError_t ForwardFloat32(const AttentionProblem& p, cudaStream_t stream) {
 
 }  // namespace
 
+const char* AttentionWindowsName(AttentionWindows windows) {
+  switch (windows) {
+    case AttentionWindows::kTables:
+      return "tables";
+    case AttentionWindows::kComputed:
+      return "computed";
+  }
+  return "?";
+}
+
+AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem) {
+  AttentionKernelConfig config;
+  if (CanComputeWindows(problem) && LongestSequence(problem) <= kComputeWindowsMaxLength) {
+    config.windows = AttentionWindows::kComputed;
+  }
+  config.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, config.windows);
+  return config;
+}
+
+cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
+                                 const AttentionKernelConfig& config) {
+  if (problem.dtype == DataType::kFloat32) {
+    return config == AttentionKernelConfig{} ? cudaSuccess : cudaErrorInvalidValue;
+  }
+  if (config.block_m != 64 || config.block_n != 64 || config.warps != 4) {
+    return cudaErrorInvalidValue;
+  }
+  if (config.windows == AttentionWindows::kComputed && !CanComputeWindows(problem)) {
+    return cudaErrorInvalidValue;
+  }
+  return HasVariant(problem.head_dim, config.windows, config.min_blocks_per_sm)
+             ? cudaSuccess
+             : cudaErrorInvalidValue;
+}
+
+std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProblem& problem) {
+  const AttentionKernelConfig heuristic = HeuristicAttentionConfig(problem);
+  std::vector<AttentionKernelConfig> candidates{heuristic};
+  if (problem.dtype == DataType::kFloat32) return candidates;
+  for (AttentionWindows windows : {AttentionWindows::kTables, AttentionWindows::kComputed}) {
+    for (int min_blocks : {3, 2}) {
+      AttentionKernelConfig config;
+      config.windows = windows;
+      config.min_blocks_per_sm = min_blocks;
+      if (config != heuristic && CheckAttentionConfig(problem, config) == cudaSuccess) {
+        candidates.push_back(config);
+      }
+    }
+  }
+  return candidates;
+}
+
 size_t AttentionWorkspaceBytes(const AttentionProblem& problem) {
-  if (problem.dtype == DataType::kFloat32 || !HasPositions(problem)) return 0;
-  if (ComputeWindows(problem)) return 0;  // No tables.
+  if (!UsesTables(problem)) return 0;
   const size_t table = AlignUp(TableElements(problem) * ElementBytes(problem.dtype));
   return (problem.pos_key != nullptr ? table : 0) + (problem.pos_query != nullptr ? table : 0);
+}
+
+size_t AttentionMaxWorkspaceBytes(const AttentionProblem& problem) {
+  size_t bytes = 0;
+  for (const AttentionKernelConfig& config : AttentionCandidateConfigs(problem)) {
+    AttentionProblem with = problem;
+    with.config = &config;
+    bytes = std::max(bytes, AttentionWorkspaceBytes(with));
+  }
+  return bytes;
 }
 
 cudaError_t DisentangledAttentionForward(const AttentionProblem& problem, void* workspace,
                                          cublasHandle_t blas, cudaStream_t stream) {
   if (!Valid(problem)) return cudaErrorInvalidValue;
+  const AttentionKernelConfig config = ConfigFor(problem);
+  if (CheckAttentionConfig(problem, config) != cudaSuccess) return cudaErrorInvalidValue;
   switch (problem.dtype) {
     case DataType::kFloat16:
-      return ForwardHalf<__half>(problem, workspace, blas, stream);
+      return ForwardHalf<__half>(problem, config, workspace, blas, stream);
     case DataType::kBFloat16:
-      return ForwardHalf<__nv_bfloat16>(problem, workspace, blas, stream);
+      return ForwardHalf<__nv_bfloat16>(problem, config, workspace, blas, stream);
     case DataType::kFloat32:
       return ForwardFloat32(problem, stream);
   }

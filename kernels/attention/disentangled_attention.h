@@ -14,8 +14,9 @@
 // made by one batched GEMM each over the slots the longest sequence can reach; inside the kernel,
 // key tiles whose deltas all lie beyond the saturation thresholds read one slot per row and one
 // per column instead of gathering per element (shared/KERNELS.md section 2.8). For short
-// sequences (d <= 64, L <= 1024) the kernel computes the windows of these tables that each tile
-// needs from PosK/PosQ itself, with no GEMMs and no workspace.
+// sequences (d <= 64, L <= 1024 by default; AttentionKernelConfig::windows chooses) the kernel
+// computes the windows of these tables that each tile needs from PosK/PosQ itself, with no GEMMs
+// and no workspace.
 //
 // This header needs only the CUDA runtime API: kernels/ builds with the CUDA toolkit alone.
 #pragma once
@@ -25,7 +26,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
+#include "kernels/attention/attention_kernel_config.h"
 #include "kernels/common/data_type.h"
 
 namespace dflash::kernels {
@@ -74,16 +77,38 @@ struct AttentionProblem {
   RelativePositionTable positions;
   // Optional natural-log log-sum-exp of each row's scores, float [H, total_tokens].
   float* lse = nullptr;
+  // The kernel variant to run (a tuning profile's or the autotuner's choice); null runs
+  // HeuristicAttentionConfig(*this). A config that does not apply (CheckAttentionConfig) makes
+  // the forward return cudaErrorInvalidValue.
+  const AttentionKernelConfig* config = nullptr;
 };
 
-// Device scratch for the C2P/P2C tables: bytes needed for a problem (0 when no position term, and
-// when the kernel computes the position windows itself: d <= 64 and sequences <= 1024).
-size_t AttentionWorkspaceBytes(const AttentionProblem& problem);
+// The built-in choice, what runs when problem.config is null: computed windows for d <= 64 and
+// sequences <= 1024 (kComputeWindowsMaxLength: the crossover measured on the H200), tables
+// otherwise; 64 x 64 tiles, 4 warps, the default register caps. The strict float32 path has a
+// single variant: the default-constructed config.
+AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem);
 
-// Runs the forward on `stream`. `workspace` must hold AttentionWorkspaceBytes(problem) bytes and
-// be 256-byte aligned; Q/K/V/out must be 16-byte aligned in half precision; `blas` (bound to
-// `stream` by this call) computes the C2P/P2C tables. Returns cudaErrorInvalidValue for unsupported
-// shapes and cudaErrorUnknown when cuBLAS fails.
+// cudaSuccess when `config` names a variant this binary has and that can run `problem` (head dim,
+// position table, dtype); cudaErrorInvalidValue otherwise. Does not validate the problem itself.
+cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
+                                 const AttentionKernelConfig& config);
+
+// Every variant that can run `problem` (for the tuner), the heuristic's first.
+std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProblem& problem);
+
+// Device scratch for the C2P/P2C tables: bytes needed for a problem with the variant it will run
+// (problem.config, else the heuristic's): 0 when no position term, and when the kernel computes
+// the position windows itself (by default: d <= 64 and sequences <= 1024).
+size_t AttentionWorkspaceBytes(const AttentionProblem& problem);
+// The most any candidate variant of `problem` needs (what an autotuner's workspace must hold).
+size_t AttentionMaxWorkspaceBytes(const AttentionProblem& problem);
+
+// Runs the forward on `stream` with problem.config's variant (null: the heuristic's). `workspace`
+// must hold AttentionWorkspaceBytes(problem) bytes (with the same config) and be 256-byte
+// aligned; Q/K/V/out must be 16-byte aligned in half precision; `blas` (bound to `stream` by this
+// call) computes the C2P/P2C tables. Returns cudaErrorInvalidValue for unsupported shapes or
+// configs and cudaErrorUnknown when cuBLAS fails.
 cudaError_t DisentangledAttentionForward(const AttentionProblem& problem, void* workspace,
                                          cublasHandle_t blas, cudaStream_t stream);
 

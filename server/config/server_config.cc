@@ -35,10 +35,10 @@ constexpr absl::string_view kTlsKeys[] = {"cert_file", "key_file", "client_ca_fi
 constexpr absl::string_view kAuthKeys[] = {"api_keys_file", "api_keys", "header"};
 constexpr absl::string_view kLoggingKeys[] = {"level", "log_request_content"};
 constexpr absl::string_view kModelKeys[] = {
-    "name",     "path",           "task",         "backend",
-    "dtype",    "devices",        "cpu_threads",  "max_input_length",
-    "truncate", "tuning_profile", "priority_cap", "batching",
-    "limits"};
+    "name",     "path",        "task",           "backend",
+    "dtype",    "devices",     "cpu_threads",    "max_input_length",
+    "truncate", "tuning_mode", "tuning_profile", "priority_cap",
+    "batching", "limits"};
 constexpr absl::string_view kBatchingKeys[] = {"max_batch_tokens",     "max_batch_sequences",
                                                "max_queue_delay",      "max_queued_requests",
                                                "max_queued_sequences", "max_queued_tokens"};
@@ -62,6 +62,12 @@ constexpr std::array<std::pair<absl::string_view, BackendChoice>, 4> kBackends =
     {"cpu", BackendChoice::kCpu},
     {"cuda", BackendChoice::kCuda},
     {"null", BackendChoice::kNull},
+}};
+constexpr std::array<std::pair<absl::string_view, TuningMode>, 4> kTuningModes = {{
+    {"heuristic", TuningMode::kHeuristic},
+    {"profile", TuningMode::kProfile},
+    {"profile_only", TuningMode::kProfileOnly},
+    {"autotune", TuningMode::kAutotune},
 }};
 constexpr std::array<std::pair<absl::string_view, DtypeChoice>, 4> kDtypes = {{
     {"auto", DtypeChoice::kAuto},
@@ -190,6 +196,8 @@ class ConfigReader {
     DFLASH_ASSIGN_OR_RETURN(model.max_input_length,
                             map.Int("max_input_length", model.max_input_length));
     DFLASH_ASSIGN_OR_RETURN(model.truncate, map.Bool("truncate", model.truncate));
+    DFLASH_ASSIGN_OR_RETURN(model.tuning_mode,
+                            map.Choice("tuning_mode", kTuningModes, model.tuning_mode));
     DFLASH_ASSIGN_OR_RETURN(model.tuning_profile,
                             map.String("tuning_profile", model.tuning_profile));
     if (model.tuning_profile != "auto" && model.tuning_profile != "none") {
@@ -312,6 +320,7 @@ absl::StatusOr<ServerConfig> ParseTreeCatching(YAML::Node root,
 absl::string_view ModelTaskName(ModelTask task) { return NameOf(kTasks, task); }
 absl::string_view BackendChoiceName(BackendChoice backend) { return NameOf(kBackends, backend); }
 absl::string_view DtypeChoiceName(DtypeChoice dtype) { return NameOf(kDtypes, dtype); }
+absl::string_view TuningModeName(TuningMode mode) { return NameOf(kTuningModes, mode); }
 
 absl::StatusOr<ServerConfig> ParseServerConfig(absl::string_view yaml,
                                                const std::filesystem::path& base_dir,

@@ -71,11 +71,14 @@ enum class ModelTask { kAuto, kClassify, kZeroShot, kRerank, kEmbed };
 // YAML reads a bare null as "no value", so the file spells it "null" in quotes.
 enum class BackendChoice { kAuto, kCpu, kCuda, kNull };
 enum class DtypeChoice { kAuto, kFloat32, kFloat16, kBfloat16 };
+// How the CUDA engine picks attention kernel variants (engine/tuning/attention_tuner.h).
+enum class TuningMode { kHeuristic, kProfile, kProfileOnly, kAutotune };
 
 // The spellings used in the YAML file ("zero_shot", "cuda", "bfloat16", "null").
 absl::string_view ModelTaskName(ModelTask task);
 absl::string_view BackendChoiceName(BackendChoice backend);
 absl::string_view DtypeChoiceName(DtypeChoice dtype);
+absl::string_view TuningModeName(TuningMode mode);
 
 struct ModelEntry {
   std::string name;              // Served model id: [A-Za-z0-9._-]+, unique.
@@ -83,10 +86,11 @@ struct ModelEntry {
   std::vector<ModelTask> tasks;  // Empty: derived from the checkpoint.
   BackendChoice backend = BackendChoice::kAuto;
   DtypeChoice dtype = DtypeChoice::kAuto;
-  std::vector<int> devices;             // CUDA device ordinals; empty: device 0.
-  int cpu_threads = 0;                  // BLAS threads of the CPU backend; 0: all cores.
-  int max_input_length = 0;             // Tokens including specials; 0: the model's own maximum.
-  bool truncate = true;                 // Used when a request leaves `truncate` unset.
+  std::vector<int> devices;  // CUDA device ordinals; empty: device 0.
+  int cpu_threads = 0;       // BLAS threads of the CPU backend; 0: all cores.
+  int max_input_length = 0;  // Tokens including specials; 0: the model's own maximum.
+  bool truncate = true;      // Used when a request leaves `truncate` unset.
+  TuningMode tuning_mode = TuningMode::kProfile;
   std::string tuning_profile = "auto";  // "auto", "none" or a file path (absolute once loaded).
   std::string priority_cap = "high";    // low|normal|high: the highest priority a request gets.
   BatchingConfig batching;

@@ -1,5 +1,7 @@
 #include "server/service/engine_factory.h"
 
+#include <cstdlib>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -33,6 +35,25 @@ absl::StatusOr<Engines> CreateCpuEngine(const ModelEntry& entry, Checkpoint chec
 }
 
 #if DFLASH_WITH_CUDA_ENGINE
+// Where `tuning_profile: auto` looks: $DFLASH_PROFILES_DIR, else config/profiles beside the
+// installed binaries (<prefix>/bin/../config/profiles, the Docker image's layout), else the
+// source tree's (a build tree's binaries in build/bin).
+std::filesystem::path ProfilesDirectory() {
+  if (const char* configured = std::getenv("DFLASH_PROFILES_DIR"); configured != nullptr) {
+    return configured;
+  }
+  std::error_code error;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    for (const std::filesystem::path& candidate :
+         {exe.parent_path().parent_path() / "config/profiles",
+          exe.parent_path().parent_path().parent_path() / "config/profiles"}) {
+      if (std::filesystem::is_directory(candidate, error)) return candidate;
+    }
+  }
+  return std::filesystem::path(DFLASH_SOURCE_DIR) / "config/profiles";
+}
+
 absl::StatusOr<Engines> CreateCudaEngines(const ModelEntry& entry, Checkpoint checkpoint) {
   cuda::CudaEngine::Options options;
   switch (entry.dtype) {
@@ -47,6 +68,22 @@ absl::StatusOr<Engines> CreateCudaEngines(const ModelEntry& entry, Checkpoint ch
       options.dtype = kernels::DataType::kFloat32;
       break;
   }
+  switch (entry.tuning_mode) {
+    case TuningMode::kHeuristic:
+      options.tuning.mode = tuning::TuningMode::kHeuristic;
+      break;
+    case TuningMode::kProfile:
+      options.tuning.mode = tuning::TuningMode::kProfile;
+      break;
+    case TuningMode::kProfileOnly:
+      options.tuning.mode = tuning::TuningMode::kProfileOnly;
+      break;
+    case TuningMode::kAutotune:
+      options.tuning.mode = tuning::TuningMode::kAutotune;
+      break;
+  }
+  options.tuning.profile = entry.tuning_profile;
+  options.tuning.profiles_dir = ProfilesDirectory();
   options.max_batch_tokens = entry.batching.max_batch_tokens;
   options.max_batch_sequences = entry.batching.max_batch_sequences;
   const std::vector<int> devices = entry.devices.empty() ? std::vector<int>{0} : entry.devices;
@@ -59,8 +96,8 @@ absl::StatusOr<Engines> CreateCudaEngines(const ModelEntry& entry, Checkpoint ch
         cuda::CudaEngine::Create(std::move(copy), options);
     if (!engine.ok()) {
       return absl::Status(engine.status().code(),
-                          absl::StrCat("model '", entry.name, "' on CUDA device ", devices[i],
-                                       ": ", engine.status().message()));
+                          absl::StrCat("model '", entry.name, "' on CUDA device ", devices[i], ": ",
+                                       engine.status().message()));
     }
     engines.push_back(*std::move(engine));
   }
@@ -99,8 +136,9 @@ absl::StatusOr<Engines> CreateEngines(const ModelEntry& entry, Checkpoint checkp
   if (usable.ok()) {
     Log().info("model '{}': backend auto chose cuda ({} usable device(s); serving on {})",
                entry.name, *usable,
-               entry.devices.empty() ? std::string("device 0") : absl::StrCat(
-                   "devices ", absl::StrJoin(entry.devices, ", ")));
+               entry.devices.empty()
+                   ? std::string("device 0")
+                   : absl::StrCat("devices ", absl::StrJoin(entry.devices, ", ")));
     return CreateCudaEngines(entry, std::move(checkpoint));
   }
   const std::string reason(usable.status().message());

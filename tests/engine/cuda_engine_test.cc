@@ -96,8 +96,7 @@ PackedBatch RandomBatch(const std::vector<int>& lengths, int vocab, uint32_t see
   return batch;
 }
 
-class CudaEngineGoldenTest
-    : public testing::TestWithParam<std::tuple<std::string, DataType>> {
+class CudaEngineGoldenTest : public testing::TestWithParam<std::tuple<std::string, DataType>> {
  protected:
   void SetUp() override {
     DFLASH_REQUIRE_GPU();
@@ -131,17 +130,16 @@ TEST_P(CudaEngineGoldenTest, MatchesTransformersAndTheCpuEngine) {
   ASSERT_EQ(output->hidden_states.size(), hf_hidden.size());
   double worst_hidden = 0.0;
   for (int s = 0; s < batch_.num_sequences(); ++s) {
-    const double error = RelativeL2(output->hidden_states, hf_hidden, hidden,
-                                    batch_.cu_seqlens[s], batch_.cu_seqlens[s + 1]);
+    const double error = RelativeL2(output->hidden_states, hf_hidden, hidden, batch_.cu_seqlens[s],
+                                    batch_.cu_seqlens[s + 1]);
     EXPECT_LE(error, tolerance) << "sequence " << s << " of length " << batch_.sequence_length(s);
     worst_hidden = std::max(worst_hidden, error);
   }
-  const double vs_cpu = RelativeL2(output->hidden_states, expected->hidden_states, hidden, 0,
-                                   batch_.total_tokens());
+  const double vs_cpu =
+      RelativeL2(output->hidden_states, expected->hidden_states, hidden, 0, batch_.total_tokens());
   EXPECT_LE(vs_cpu, tolerance);
   std::cout << "[cuda-golden] " << family() << " " << Name(dtype())
-            << ": hidden states worst sequence vs HF " << worst_hidden << ", all vs CPU "
-            << vs_cpu;
+            << ": hidden states worst sequence vs HF " << worst_hidden << ", all vs CPU " << vs_cpu;
   const int64_t labels = config.num_labels();
   if (options.outputs & kSequenceLogits) {
     const std::vector<float> hf = reference_.Floats("sequence_logits");
@@ -194,13 +192,13 @@ TEST_P(CudaEngineGoldenTest, SequenceOutputDoesNotDependOnBatchMates) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Families, CudaEngineGoldenTest,
-    testing::Combine(testing::ValuesIn(test::kGoldenFamilies),
-                     testing::Values(DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16)),
-    [](const testing::TestParamInfo<std::tuple<std::string, DataType>>& p) {
-      return std::get<0>(p.param) + "_" + Name(std::get<1>(p.param));
-    });
+INSTANTIATE_TEST_SUITE_P(Families, CudaEngineGoldenTest,
+                         testing::Combine(testing::ValuesIn(test::kGoldenFamilies),
+                                          testing::Values(DataType::kFloat32, DataType::kFloat16,
+                                                          DataType::kBFloat16)),
+                         [](const testing::TestParamInfo<std::tuple<std::string, DataType>>& p) {
+                           return std::get<0>(p.param) + "_" + Name(std::get<1>(p.param));
+                         });
 
 TEST(CudaEngineTest, EmbeddingsMatchPooledTransformersHiddenStates) {
   DFLASH_REQUIRE_GPU();
@@ -295,6 +293,51 @@ TEST(CudaEngineTest, RunsOneSequenceOf32768Tokens) {
   EXPECT_GT(RelativeL2(short_output->hidden_states, output->hidden_states,
                        engine->config().hidden_size, 0, 4096),
             1e-3);
+}
+
+// Small batches replay CUDA graphs captured per shape bucket: every batch of a bucket (other
+// lengths, other sequence counts) must give what a direct run gives.
+TEST(CudaEngineTest, GraphsMatchDirectRunsAcrossABucket) {
+  DFLASH_REQUIRE_GPU();
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat16}) {
+    CudaEngine::Options options;
+    options.dtype = dtype;
+    options.max_batch_tokens = 4096;
+    absl::StatusOr<std::unique_ptr<CudaEngine>> graphed =
+        CudaEngine::Create(LoadFamily("legacy"), options);
+    options.graph_max_tokens = 0;
+    absl::StatusOr<std::unique_ptr<CudaEngine>> direct =
+        CudaEngine::Create(LoadFamily("legacy"), options);
+    ASSERT_TRUE(graphed.ok()) << graphed.status();
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    const ModelConfig& config = (*direct)->config();
+    RunOptions run;
+    run.outputs = kSequenceLogits | kHiddenStates | kEmbeddings;
+    // Same bucket (<= 256 tokens, <= 4 sequences, longest <= 128), then others, then back.
+    for (const std::vector<int>& lengths : std::vector<std::vector<int>>{
+             {100}, {7, 90}, {1, 2, 120}, {128}, {150, 5}, {1}, {64, 64, 64}, {33, 90}}) {
+      const PackedBatch batch = RandomBatch(lengths, config.vocab_size, 17, true);
+      absl::StatusOr<BatchOutput> a = (*graphed)->Run(batch, run);
+      absl::StatusOr<BatchOutput> b = (*direct)->Run(batch, run);
+      ASSERT_TRUE(a.ok()) << a.status();
+      ASSERT_TRUE(b.ok()) << b.status();
+      ASSERT_EQ(a->hidden_states.size(), b->hidden_states.size());
+      ASSERT_EQ(a->sequence_logits.size(), b->sequence_logits.size());
+      ASSERT_EQ(a->embeddings.size(), b->embeddings.size());
+      // Padding changes the GEMMs' row count, hence possibly their algorithm: rounding only.
+      const double tolerance = dtype == DataType::kFloat32 ? 1e-5 : HalfTolerance(dtype) / 4;
+      EXPECT_LE(RelativeL2(a->hidden_states, b->hidden_states, config.hidden_size, 0,
+                           batch.total_tokens()),
+                tolerance)
+          << Name(dtype) << " batch of " << batch.num_sequences();
+      EXPECT_LE(RelativeL2(a->sequence_logits, b->sequence_logits, config.num_labels(), 0,
+                           batch.num_sequences()),
+                tolerance);
+      EXPECT_LE(
+          RelativeL2(a->embeddings, b->embeddings, config.hidden_size, 0, batch.num_sequences()),
+          tolerance);
+    }
+  }
 }
 
 TEST(CudaEngineTest, RefusesBatchesBeyondItsCapacityAndInvalidInput) {

@@ -11,9 +11,9 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/relative_position.h"
 #include "engine/model/safetensors.h"
-#include "tests/golden/golden_family.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/golden/golden_family.h"
 
 namespace dflash {
 namespace {
@@ -147,8 +147,7 @@ TEST_P(ModelGoldenTest, SequenceOutputDoesNotDependOnBatchMates) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, ModelGoldenTest,
-                         testing::ValuesIn(test::kGoldenFamilies),
+INSTANTIATE_TEST_SUITE_P(Families, ModelGoldenTest, testing::ValuesIn(test::kGoldenFamilies),
                          [](const testing::TestParamInfo<std::string>& family) {
                            return family.param;
                          });

@@ -284,13 +284,21 @@ double Tolerance(DataType dtype) {
   return 0.0;
 }
 
-void CheckAgainstFloat64(const Case& c) {
+std::string ConfigName(const kernels::AttentionKernelConfig& config) {
+  return std::string(kernels::AttentionWindowsName(config.windows)) + "/" +
+         std::to_string(config.min_blocks_per_sm);
+}
+
+// `config`: the variant to run (null: the heuristic's).
+void CheckAgainstFloat64(const Case& c, const kernels::AttentionKernelConfig* config = nullptr) {
   const HostProblem host(c);
   DeviceProblem device(host);
   ASSERT_NO_FATAL_FAILURE(device.Upload());
   std::vector<float> out;
   std::vector<float> lse;
-  ASSERT_NO_FATAL_FAILURE(device.Run(device.Problem(), &out, &lse));
+  kernels::AttentionProblem problem = device.Problem();
+  problem.config = config;
+  ASSERT_NO_FATAL_FAILURE(device.Run(problem, &out, &lse));
   std::vector<double> want_out;
   std::vector<double> want_lse;
   host.Reference(&want_out, &want_lse);
@@ -301,8 +309,9 @@ void CheckAgainstFloat64(const Case& c) {
   EXPECT_LE(error, Tolerance(c.dtype));
   EXPECT_LE(lse_error, Tolerance(c.dtype));
   std::cout << "[attention] " << Name(c.dtype) << " d=" << c.head_dim << " " << Name(c.positions)
-            << (c.log_buckets ? "" : " no-buckets") << " tokens=" << host.total << ": rel L2 "
-            << error << ", lse " << lse_error << "\n";
+            << (c.log_buckets ? "" : " no-buckets")
+            << (config != nullptr ? " variant " + ConfigName(*config) : std::string())
+            << " tokens=" << host.total << ": rel L2 " << error << ", lse " << lse_error << "\n";
 }
 
 class AttentionAccuracyTest : public testing::TestWithParam<std::tuple<DataType, int, Positions>> {
@@ -381,6 +390,41 @@ TEST(AttentionTest, PlainClampedPositionsWithoutBuckets) {
   CheckAgainstFloat64(c);
 }
 
+// Every variant a tuning profile may name (AttentionCandidateConfigs), on mixed lengths up to
+// 1000 (band and saturated tiles) with both position terms, and on 1500 / 2100 (longer than the
+// heuristic's computed-window limit, which profiles may move).
+class VariantTest : public testing::TestWithParam<std::tuple<DataType, int>> {};
+
+TEST_P(VariantTest, EveryCandidateMatchesFloat64) {
+  DFLASH_REQUIRE_GPU();
+  for (const std::vector<int>& lengths :
+       {std::vector<int>{1, 63, 65, 127, 257, 511, 513, 1000}, std::vector<int>{1500, 2100, 7}}) {
+    Case c;
+    std::tie(c.dtype, c.head_dim) = GetParam();
+    c.lengths = lengths;
+    c.seed = static_cast<uint32_t>(2000 + c.head_dim + static_cast<int>(c.dtype) + lengths[0]);
+    const HostProblem host(c);
+    DeviceProblem device(host);
+    ASSERT_NO_FATAL_FAILURE(device.Upload());
+    const std::vector<kernels::AttentionKernelConfig> candidates =
+        kernels::AttentionCandidateConfigs(device.Problem());
+    // d <= 64 has both window modes (and d = 64 two register caps for computed windows).
+    EXPECT_EQ(candidates.size(), c.head_dim == 64 ? 3u : c.head_dim == 32 ? 2u : 1u);
+    for (const kernels::AttentionKernelConfig& config : candidates) {
+      SCOPED_TRACE(ConfigName(config));
+      CheckAgainstFloat64(c, &config);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(HalfTypes, VariantTest,
+                         testing::Combine(testing::Values(DataType::kFloat16, DataType::kBFloat16),
+                                          testing::Values(32, 64, 128)),
+                         [](const testing::TestParamInfo<std::tuple<DataType, int>>& param) {
+                           return std::string(Name(std::get<0>(param.param))) + "_d" +
+                                  std::to_string(std::get<1>(param.param));
+                         });
+
 TEST(AttentionTest, LongSequencesMatchStrictFloat32Path) {
   DFLASH_REQUIRE_GPU();
   for (int length : {4097, 8192, 32768}) {
@@ -396,6 +440,19 @@ TEST(AttentionTest, LongSequencesMatchStrictFloat32Path) {
       std::vector<float> out;
       std::vector<float> lse;
       ASSERT_NO_FATAL_FAILURE(device.Run(device.Problem(), &out, &lse));
+      // The table-free variants (profiles may pick them at any length) on the same inputs.
+      std::vector<kernels::AttentionKernelConfig> variants(2);
+      variants[0].windows = kernels::AttentionWindows::kComputed;
+      variants[0].min_blocks_per_sm = 3;
+      variants[1].windows = kernels::AttentionWindows::kComputed;
+      variants[1].min_blocks_per_sm = 2;
+      std::vector<std::vector<float>> variant_out(variants.size());
+      for (size_t i = 0; i < variants.size() && length <= 8192; ++i) {
+        kernels::AttentionProblem problem = device.Problem();
+        problem.config = &variants[i];
+        std::vector<float> variant_lse;
+        ASSERT_NO_FATAL_FAILURE(device.Run(problem, &variant_out[i], &variant_lse));
+      }
       // The strict path on the same rounded values, as float32.
       Case strict_case = c;
       strict_case.dtype = DataType::kFloat32;
@@ -411,6 +468,15 @@ TEST(AttentionTest, LongSequencesMatchStrictFloat32Path) {
       EXPECT_EQ(CountNonFinite(out), 0u);
       const double error = RelativeL2(out, want);
       EXPECT_LE(error, Tolerance(dtype)) << "length " << length;
+      for (size_t i = 0; i < variants.size(); ++i) {
+        if (variant_out[i].empty()) continue;
+        EXPECT_EQ(CountNonFinite(variant_out[i]), 0u);
+        const double variant_error = RelativeL2(variant_out[i], want);
+        EXPECT_LE(variant_error, Tolerance(dtype))
+            << ConfigName(variants[i]) << ", length " << length;
+        std::cout << "[attention] " << Name(dtype) << " L=" << length << " variant "
+                  << ConfigName(variants[i]) << " vs strict fp32: rel L2 " << variant_error << "\n";
+      }
       std::cout << "[attention] " << Name(dtype) << " L=" << length << " vs strict fp32: rel L2 "
                 << error << "\n";
     }
@@ -538,19 +604,27 @@ TEST(AttentionArgumentsTest, RejectsMisalignedTensors) {
             cudaErrorInvalidValue);
 }
 
-TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
-  const RelativePositionIndex index(V3Positions(true));
+// A BF16 problem of 12 x 64 heads with both position terms, for the host-side sizing and variant
+// queries: only its sizes and the host slot table are read (the device pointers are stand-ins).
+kernels::AttentionProblem SizingProblem(const RelativePositionIndex& index, int max_seqlen,
+                                        int total_tokens) {
+  static int dummy = 0;
   kernels::AttentionProblem problem;
   problem.dtype = DataType::kBFloat16;
   problem.num_heads = 12;
   problem.head_dim = 64;
   problem.num_sequences = 1;
-  problem.max_seqlen = 128;
-  problem.total_tokens = 1000;
-  int dummy = 0;
+  problem.max_seqlen = max_seqlen;
+  problem.total_tokens = total_tokens;
   problem.pos_key = &dummy;
   problem.pos_query = &dummy;
   problem.positions = {index.table().data(), index.table().data(), index.band(), index.span()};
+  return problem;
+}
+
+TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
+  const RelativePositionIndex index(V3Positions(true));
+  kernels::AttentionProblem problem = SizingProblem(index, 128, 1000);
   // Each table is [H, T, slots rounded up to 8] in the input dtype plus the window slack, rounded
   // up to 256 bytes.
   auto table = [](size_t stride) {
@@ -573,6 +647,92 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), table(512));
   problem.dtype = DataType::kFloat32;  // The strict path needs no tables.
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+}
+
+TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
+  const RelativePositionIndex index(V3Positions(true));
+  kernels::AttentionProblem problem = SizingProblem(index, 1024, 1024);
+  using kernels::AttentionWindows;
+  // Today's built-in choice: computed windows up to L = 1024 (3 CTAs per SM), tables above.
+  kernels::AttentionKernelConfig heuristic = kernels::HeuristicAttentionConfig(problem);
+  EXPECT_EQ(heuristic.windows, AttentionWindows::kComputed);
+  EXPECT_EQ(heuristic.min_blocks_per_sm, 3);
+  problem.max_seqlen = 1025;
+  heuristic = kernels::HeuristicAttentionConfig(problem);
+  EXPECT_EQ(heuristic.windows, AttentionWindows::kTables);
+  EXPECT_EQ(heuristic.min_blocks_per_sm, 2);
+  // The heuristic's first, then the other window mode and the d = 64 register cap.
+  const std::vector<kernels::AttentionKernelConfig> candidates =
+      kernels::AttentionCandidateConfigs(problem);
+  ASSERT_EQ(candidates.size(), 3u);
+  EXPECT_EQ(candidates[0], heuristic);
+  for (const kernels::AttentionKernelConfig& config : candidates) {
+    EXPECT_EQ(kernels::CheckAttentionConfig(problem, config), cudaSuccess) << ConfigName(config);
+  }
+  // Workspace follows the variant: tables need it, computed windows none.
+  kernels::AttentionKernelConfig computed;
+  computed.windows = AttentionWindows::kComputed;
+  computed.min_blocks_per_sm = 3;
+  EXPECT_GT(kernels::AttentionWorkspaceBytes(problem), 0u);
+  EXPECT_EQ(kernels::AttentionMaxWorkspaceBytes(problem),
+            kernels::AttentionWorkspaceBytes(problem));
+  problem.config = &computed;
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+  problem.config = nullptr;
+
+  // Variants this binary does not have, or that do not apply.
+  kernels::AttentionKernelConfig bad = computed;
+  bad.block_m = 128;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
+  bad = computed;
+  bad.min_blocks_per_sm = 4;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
+  bad = kernels::AttentionKernelConfig{};
+  bad.min_blocks_per_sm = 3;  // Tables are compiled for 2 only.
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
+  problem.head_dim = 128;  // No computed windows at d = 128 (shared memory).
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::AttentionCandidateConfigs(problem).size(), 1u);
+  problem.head_dim = 32;  // d = 32 computes windows with one register cap (3 CTAs per SM).
+  computed.min_blocks_per_sm = 2;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
+  computed.min_blocks_per_sm = 3;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaSuccess);
+  EXPECT_EQ(kernels::AttentionCandidateConfigs(problem).size(), 2u);
+  computed.windows = static_cast<AttentionWindows>(7);  // Not a window mode.
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
+  computed.windows = AttentionWindows::kComputed;
+  problem.pos_key = problem.pos_query = nullptr;  // Nothing to compute windows of.
+  computed.min_blocks_per_sm = 3;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
+  problem.dtype = DataType::kFloat32;  // One variant: the default config.
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, kernels::AttentionKernelConfig{}), cudaSuccess);
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
+}
+
+TEST(AttentionConfigTest, ForwardRefusesAConfigThatDoesNotApply) {
+  // Rejected before the device is touched: the problem's pointers are never dereferenced.
+  const RelativePositionIndex index(V3Positions(true));
+  kernels::AttentionProblem problem;
+  problem.dtype = DataType::kFloat16;
+  problem.num_heads = 1;
+  problem.head_dim = 128;
+  alignas(16) static uint16_t storage[64];
+  int32_t cu[2] = {0, 8};
+  problem.q = problem.k = problem.v = problem.out = storage;
+  problem.q_row_stride = problem.k_row_stride = problem.v_row_stride = problem.out_row_stride = 128;
+  problem.pos_key = problem.pos_query = storage;
+  problem.cu_seqlens = cu;
+  problem.num_sequences = 1;
+  problem.max_seqlen = 8;
+  problem.total_tokens = 8;
+  problem.positions = {index.table().data(), index.table().data(), index.band(), index.span()};
+  kernels::AttentionKernelConfig computed;
+  computed.windows = kernels::AttentionWindows::kComputed;
+  computed.min_blocks_per_sm = 3;
+  problem.config = &computed;
+  EXPECT_EQ(kernels::DisentangledAttentionForward(problem, nullptr, nullptr, nullptr),
+            cudaErrorInvalidValue);
 }
 
 }  // namespace

@@ -1,0 +1,48 @@
+// Which compiled variant of the disentangled-attention forward runs a problem: the tuning profiles
+// (engine/tuning) and dflash-tune name these, DisentangledAttentionForward honours them
+// (AttentionProblem::config), and HeuristicAttentionConfig is what runs when none is given.
+//
+// Plain data with the CUDA toolkit alone: kernels/ depends on nothing of engine/.
+#pragma once
+
+#include <cstdint>
+
+namespace dflash::kernels {
+
+// Where band tiles take their C2P/P2C windows from (kernels/attention/attention_fwd_kernel.cuh).
+enum class AttentionWindows : uint8_t {
+  // Tables [H, T, slots] made by two cuBLAS GEMMs before the kernel; saturated tiles read one
+  // slot per row and column. Any head dim; needs AttentionWorkspaceBytes of scratch.
+  kTables = 0,
+  // Every tile computes its windows from PosK/PosQ with MMAs: no GEMMs, no workspace, but every
+  // tile (saturated ones too) pays the window MMAs. Head dims 32 and 64 only.
+  kComputed = 1,
+};
+
+// One kernel variant. The tile shape is fixed today (64 query rows x 64 keys, 4 warps): the
+// fields exist so that profiles name it and refuse a shape this binary does not have.
+struct AttentionKernelConfig {
+  int block_m = 64;
+  int block_n = 64;
+  int warps = 4;
+  AttentionWindows windows = AttentionWindows::kTables;
+  // Resident CTAs per SM the register budget is capped for (__launch_bounds__): tables 2 (the
+  // d = 64 kernel then takes 166 registers and three CTAs fit anyway; a cap of 3 spills);
+  // computed windows 3 (168 registers, no spills) or, at d = 64, 2 (uncapped, ~190 registers,
+  // fewer reloads, one CTA per SM less).
+  int min_blocks_per_sm = 2;
+};
+
+// nvcc compiles kernels/ as C++17: no defaulted comparison.
+inline bool operator==(const AttentionKernelConfig& a, const AttentionKernelConfig& b) {
+  return a.block_m == b.block_m && a.block_n == b.block_n && a.warps == b.warps &&
+         a.windows == b.windows && a.min_blocks_per_sm == b.min_blocks_per_sm;
+}
+inline bool operator!=(const AttentionKernelConfig& a, const AttentionKernelConfig& b) {
+  return !(a == b);
+}
+
+// Short stable names used in profiles and logs: "tables", "computed".
+const char* AttentionWindowsName(AttentionWindows windows);
+
+}  // namespace dflash::kernels
