@@ -45,7 +45,7 @@ packages=(
   # the end-to-end tests' certificate script (openssl CLI).
   python3-grpcio openssl
   # Metrics endpoint (HTTP server) and the official exposition parser its test uses.
-  libcivetweb-dev python3-prometheus-client
+  libmicrohttpd-dev python3-prometheus-client
   # spm_train, used to build the demo model's tokenizer.
   sentencepiece
   # Python used by test helpers (Debian's interpreter and its packages).

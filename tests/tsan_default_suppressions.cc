@@ -1,9 +1,9 @@
 // ThreadSanitizer suppressions for every test binary of a -DDFLASH_SANITIZE=thread build
 // (dflash_add_test adds this file there).
 //
-// Debian's gRPC, Abseil, protobuf, OpenSSL and civetweb are not instrumented, so TSan cannot see
-// their synchronization (gRPC hands calls, messages and statuses between its threads through its
-// own uninstrumented completion queues and locks) and reports every such hand-off as a race,
+// Debian's gRPC, Abseil, protobuf, OpenSSL and libmicrohttpd are not instrumented, so TSan cannot
+// see their synchronization (gRPC hands calls, messages and statuses between its threads through
+// its own uninstrumented completion queues and locks) and reports every such hand-off as a race,
 // hundreds per end-to-end test. Reports with a frame in one of those libraries are suppressed, and
 // so are those through absl::Status's reference count: its decrement runs in the uninstrumented
 // libabsl_status, so the release/acquire pair that orders a Status's last use before its deletion
@@ -21,7 +21,7 @@ extern "C" const char* __tsan_default_suppressions() {
          "race:libprotobuf.so\n"
          "race:libssl.so\n"
          "race:libcrypto.so\n"
-         "race:libcivetweb.so\n"
+         "race:libmicrohttpd.so\n"
          "race:absl::*Status::Unref\n";
 }
 #endif

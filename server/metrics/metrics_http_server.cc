@@ -1,97 +1,207 @@
 #include "server/metrics/metrics_http_server.h"
 
-#include <civetweb.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <sys/socket.h>
 
-#include <cstring>
+#include <cstdarg>
+#include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "engine/common/logging.h"
 #include "server/metrics/text_exposition.h"
 
 namespace dflash::metrics {
+
+// Collects libmicrohttpd's messages: while Start() runs, to explain a failure in its status;
+// afterwards (a connection that cannot be served), into the server's log.
+struct MetricsHttpServer::ErrorLog {
+  std::mutex mutex;
+  bool starting = true;
+  std::string start_messages;
+};
+
 namespace {
 
-// civetweb's listening_ports syntax has extras (lists, 's'/'r' suffixes for TLS and redirects);
-// accept only host:port so an address cannot silently mean something else.
-absl::Status ValidateListenAddress(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  uint32_t port = 0;
-  if (colon == std::string::npos || colon == 0 ||
-      !absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port) || port > 65535 ||
-      address.find(',') != std::string::npos ||
-      address.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
+struct HostPort {
+  std::string host;  // Without the brackets of an IPv6 address.
+  std::string port_text;
+  uint16_t port = 0;
+};
+
+// Accepts only host:port ("127.0.0.1:9464", "[::1]:0", "localhost:9464"), so that an address
+// cannot silently mean something else.
+absl::StatusOr<HostPort> ParseListenAddress(const std::string& address) {
+  const auto invalid = [&address] {
     return absl::InvalidArgumentError(absl::StrCat("metrics listen address '", address,
                                                    "' is not host:port (e.g. 127.0.0.1:9464)"));
+  };
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0) return invalid();
+  HostPort parsed{address.substr(0, colon), address.substr(colon + 1)};
+  uint32_t port = 0;
+  if (parsed.port_text.empty() || parsed.port_text.size() > 5 ||
+      parsed.port_text.find_first_not_of("0123456789") != std::string::npos ||
+      !absl::SimpleAtoi(parsed.port_text, &port) || port > 65535) {
+    return invalid();
   }
-  return absl::OkStatus();
+  parsed.port = static_cast<uint16_t>(port);
+  absl::string_view host = parsed.host;
+  const bool bracketed = absl::ConsumePrefix(&host, "[");
+  if (bracketed != absl::ConsumeSuffix(&host, "]") || host.empty() ||
+      (!bracketed && host.find(':') != absl::string_view::npos)) {
+    return invalid();
+  }
+  for (const char c : host) {
+    if (!absl::ascii_isgraph(static_cast<unsigned char>(c)) || c == '[' || c == ']') {
+      return invalid();
+    }
+  }
+  parsed.host = std::string(host);
+  return parsed;
+}
+
+MHD_Result Respond(MHD_Connection* connection, unsigned int status, const std::string& body,
+                   const std::string& content_type, const char* allow = nullptr) {
+  // MHD copies the body; for HEAD it sends the headers (Content-Length included) only.
+  MHD_Response* response = MHD_create_response_from_buffer(
+      body.size(), const_cast<char*>(body.data()), MHD_RESPMEM_MUST_COPY);
+  if (response == nullptr) return MHD_NO;  // Out of memory: MHD closes the connection.
+  MHD_Result result =
+      MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type.c_str());
+  if (result == MHD_YES && allow != nullptr) {
+    result = MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, allow);
+  }
+  if (result == MHD_YES) result = MHD_queue_response(connection, status, response);
+  MHD_destroy_response(response);
+  return result;
+}
+
+// GET or HEAD /metrics -> 200 with the exposition; other methods on /metrics -> 405; any other
+// path -> 404. `url` is the decoded path, without the query. MHD calls this once when the headers
+// are in, then (for a body) once per piece of it, then once more when the request is complete.
+// Errors are answered on the first call (MHD then closes the connection rather than read a body);
+// a scrape on the last, as MHD keeps a connection alive only for a response to a whole request.
+MHD_Result HandleRequest(void* registry, MHD_Connection* connection, const char* url,
+                         const char* method, const char* /*version*/, const char* /*upload_data*/,
+                         size_t* upload_data_size, void** request_state) {
+  const std::string plain_text = "text/plain; charset=utf-8";
+  if (absl::string_view(url) != "/metrics") {
+    return Respond(connection, MHD_HTTP_NOT_FOUND, "Not Found: metrics are at /metrics\n",
+                   plain_text);
+  }
+  const absl::string_view verb(method);
+  if (verb != MHD_HTTP_METHOD_GET && verb != MHD_HTTP_METHOD_HEAD) {
+    return Respond(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "Method Not Allowed\n", plain_text,
+                   "GET, HEAD");
+  }
+  if (*request_state == nullptr) {  // First call: wait for the whole request.
+    *request_state = connection;    // Any non-null value marks the request as seen.
+    return MHD_YES;
+  }
+  if (*upload_data_size != 0) {  // A body on a GET: read and ignored.
+    *upload_data_size = 0;
+    return MHD_YES;
+  }
+  return Respond(connection, MHD_HTTP_OK,
+                 SerializeTextExposition(*static_cast<const Registry*>(registry)),
+                 std::string(kTextExpositionContentType));
 }
 
 }  // namespace
 
+void MetricsHttpServer::LogMessage(void* log, const char* format, va_list arguments) {
+  char text[512];
+  std::vsnprintf(text, sizeof(text), format, arguments);
+  std::string message(absl::StripAsciiWhitespace(text));
+  auto& error_log = *static_cast<ErrorLog*>(log);
+  {
+    std::lock_guard<std::mutex> lock(error_log.mutex);
+    if (error_log.starting) {
+      absl::StrAppend(&error_log.start_messages, error_log.start_messages.empty() ? "" : "; ",
+                      message);
+      return;
+    }
+  }
+  Log().warn("metrics endpoint: {}", message);
+}
+
+MetricsHttpServer::MetricsHttpServer(const Registry& registry)
+    : registry_(registry), error_log_(std::make_unique<ErrorLog>()) {}
+
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& listen_address, const Registry& registry) {
-  if (absl::Status status = ValidateListenAddress(listen_address); !status.ok()) return status;
-  // civetweb's global state is initialised once per process and kept (it is reference counted
-  // and cheap; tearing it down while another server runs would break that server).
-  static std::once_flag library_initialised;
-  std::call_once(library_initialised, [] { mg_init_library(0); });
+  absl::StatusOr<HostPort> parsed = ParseListenAddress(listen_address);
+  if (!parsed.ok()) return parsed.status();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* addresses = nullptr;
+  if (const int error =
+          getaddrinfo(parsed->host.c_str(), parsed->port_text.c_str(), &hints, &addresses);
+      error != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on '", listen_address,
+                                               "': cannot resolve '", parsed->host,
+                                               "': ", gai_strerror(error)));
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned_addresses(addresses, &freeaddrinfo);
 
   std::unique_ptr<MetricsHttpServer> server(new MetricsHttpServer(registry));
-  const char* options[] = {"listening_ports", listen_address.c_str(), "num_threads", "2", nullptr};
-  mg_callbacks callbacks;
-  std::memset(&callbacks, 0, sizeof(callbacks));
-  mg_init_data init;
-  init.callbacks = &callbacks;
-  init.user_data = nullptr;
-  init.configuration_options = options;
-  char error_text[256] = {0};
-  unsigned error_code = 0;
-  mg_error_data error;
-  error.code = &error_code;
-  error.text = error_text;
-  error.text_buffer_size = sizeof(error_text);
-  server->context_ = mg_start2(&init, &error);
-  if (server->context_ == nullptr) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on '", listen_address,
-                                               "': ", error_text[0] ? error_text : "unknown error",
-                                               " (civetweb error ", error_code, ")"));
+  // A name may resolve to several addresses (localhost: ::1 and 127.0.0.1): the first that can be
+  // bound is served.
+  for (const addrinfo* address = addresses; address != nullptr && server->daemon_ == nullptr;
+       address = address->ai_next) {
+    if (address->ai_family != AF_INET && address->ai_family != AF_INET6) continue;
+    // One internal thread accepts, and each connection gets a thread of its own: scrapes are
+    // rare and small, and a slow client holds up no other. poll(), not select(), which cannot
+    // watch a descriptor numbered 1024 or more (the server holds many gRPC connections). No
+    // MHD_OPTION_THREAD_STACK_SIZE: MHD's threads then get glibc's default stack (RLIMIT_STACK,
+    // 8 MiB), which has room for the static TLS glibc carves out of every thread's stack. The
+    // CUDA libraries the server links hold ~175 KB of it; civetweb's fixed ~100 KB worker stacks
+    // could not even start. IPv6: dual stack, so "[::]" also accepts IPv4, as gRPC's "[::]" does.
+    unsigned int flags =
+        MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
+    if (address->ai_family == AF_INET6) flags |= MHD_USE_DUAL_STACK;
+    server->daemon_ = MHD_start_daemon(
+        // The port is MHD_OPTION_SOCK_ADDR's; this one only appears in MHD's error messages.
+        flags, parsed->port, /*apc=*/nullptr,
+        /*apc_cls=*/nullptr, &HandleRequest, const_cast<Registry*>(&server->registry_),
+        // The logger first, so that it receives the messages about the other options too.
+        MHD_OPTION_EXTERNAL_LOGGER, &LogMessage, server->error_log_.get(), MHD_OPTION_SOCK_ADDR,
+        static_cast<const sockaddr*>(address->ai_addr), MHD_OPTION_CONNECTION_LIMIT,
+        static_cast<unsigned int>(32), MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned int>(30),
+        MHD_OPTION_END);
   }
-  mg_server_port ports[1];
-  if (mg_get_server_ports(server->context_, 1, ports) != 1 || ports[0].port <= 0) {
+  {
+    std::lock_guard<std::mutex> lock(server->error_log_->mutex);
+    server->error_log_->starting = false;
+    if (server->daemon_ == nullptr) {
+      const std::string& messages = server->error_log_->start_messages;
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve metrics on '", listen_address,
+                       "': ", messages.empty() ? "unknown error" : messages, " (libmicrohttpd)"));
+    }
+  }
+  const MHD_DaemonInfo* bound = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
+  if (bound == nullptr || bound->port == 0) {
     return absl::InternalError(
         absl::StrCat("metrics server on '", listen_address, "' reports no bound port"));
   }
-  server->port_ = ports[0].port;
-  // "**" matches every path, so unknown paths get our 404 rather than a file-serving attempt.
-  mg_set_request_handler(server->context_, "**", &MetricsHttpServer::HandleRequest, server.get());
+  server->port_ = bound->port;
   return server;
 }
 
 MetricsHttpServer::~MetricsHttpServer() {
-  if (context_ != nullptr) mg_stop(context_);
-}
-
-int MetricsHttpServer::HandleRequest(mg_connection* connection, void* server) {
-  const mg_request_info* request = mg_get_request_info(connection);
-  const std::string uri = request->local_uri != nullptr ? request->local_uri : "";
-  const std::string method = request->request_method != nullptr ? request->request_method : "";
-  if (uri != "/metrics") {
-    mg_send_http_error(connection, 404, "%s", "Not Found: metrics are at /metrics\n");
-    return 404;
-  }
-  if (method != "GET" && method != "HEAD") {
-    mg_send_http_error(connection, 405, "%s", "Method Not Allowed\n");
-    return 405;
-  }
-  const std::string body =
-      SerializeTextExposition(static_cast<MetricsHttpServer*>(server)->registry_);
-  const std::string content_type(kTextExpositionContentType);
-  mg_send_http_ok(connection, content_type.c_str(), static_cast<long long>(body.size()));
-  if (method == "GET") mg_write(connection, body.data(), body.size());
-  return 200;
+  // Closes the listening socket and every connection, and joins MHD's threads: milliseconds
+  // (civetweb's mg_stop took about 2 s).
+  if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
 }
 
 }  // namespace dflash::metrics

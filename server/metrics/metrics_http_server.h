@@ -1,15 +1,14 @@
-// Serves a registry's text exposition at GET /metrics on its own port, using civetweb (the HTTP
-// server prometheus-cpp's exposer uses).
+// Serves a registry's text exposition at GET /metrics on its own port, using libmicrohttpd.
 #pragma once
 
+#include <cstdarg>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "server/metrics/metric_registry.h"
 
-struct mg_context;
-struct mg_connection;
+struct MHD_Daemon;
 
 namespace dflash::metrics {
 
@@ -18,26 +17,32 @@ class MetricsHttpServer {
   // Listens on `listen_address`, "host:port" ("127.0.0.1:9464", "[::1]:0"; port 0 picks a free
   // port, see port()). `registry` is read on every scrape and must outlive the server. Errors
   // (malformed address, address in use) are returned as a status naming the address.
+  // GET or HEAD /metrics -> 200 with the exposition; other methods on /metrics -> 405; any other
+  // path -> 404.
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const std::string& listen_address,
                                                                   const Registry& registry);
 
   MetricsHttpServer(const MetricsHttpServer&) = delete;
   MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
-  // Stops listening and waits for in-flight requests.
+  // Stops listening and waits for in-flight requests (promptly: idle connections are closed).
   ~MetricsHttpServer();
 
   // The bound port.
   int port() const { return port_; }
 
  private:
-  explicit MetricsHttpServer(const Registry& registry) : registry_(registry) {}
+  struct ErrorLog;
 
-  // GET or HEAD /metrics -> 200 with the exposition; other methods on /metrics -> 405; any other
-  // path -> 404.
-  static int HandleRequest(mg_connection* connection, void* server);
+  // libmicrohttpd's logger (MHD_LogCallback); `log` is the server's ErrorLog.
+  __attribute__((format(printf, 2, 0))) static void LogMessage(void* log, const char* format,
+                                                               va_list arguments);
+
+  explicit MetricsHttpServer(const Registry& registry);
 
   const Registry& registry_;
-  mg_context* context_ = nullptr;
+  // What libmicrohttpd reports while the daemon runs; outlives daemon_.
+  std::unique_ptr<ErrorLog> error_log_;
+  MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
 };
 

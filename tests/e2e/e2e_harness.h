@@ -62,9 +62,8 @@ absl::StatusOr<std::unique_ptr<TinyModels>> WriteTinyModels();
 // warm-up batch of max_batch_tokens tokens.)
 ModelEntry TestModelEntry(std::string name, std::filesystem::path path, int max_batch_tokens = 512);
 // Listens on 127.0.0.1:0, 2 worker threads. The metrics endpoint (127.0.0.1:0) only when asked
-// for: stopping its HTTP server (civetweb's mg_stop) takes about 2 s, and CTest runs every test
-// case in a process of its own; tests read the metrics registry directly instead
-// (ScrapeRegistry), and metrics_test scrapes the endpoint.
+// for: tests read the metrics registry directly (ScrapeRegistry), and metrics_test scrapes the
+// endpoint.
 ServerConfig TestServerConfig(std::vector<ModelEntry> models, bool metrics_endpoint = false);
 
 // ---------------------------------------------------------------------------------------------
