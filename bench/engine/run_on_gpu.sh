@@ -11,13 +11,16 @@
 #   strip --strip-debug .carry/bin/* .carry/lib/*; cp build/demo-model/spm.model .carry/
 #   mkdir -p .carrypack; tar -cf - .carry | xz -T2 -6 > .carrypack/carry.tar.xz
 # Usage (on the GPU machine): bash bench/engine/run_on_gpu.sh [--skip-tests] [--skip-service]
+#        bash bench/engine/run_on_gpu.sh --two-gpus   (nvidia-h200-x2: the two-device test and
+#        the service on devices [0, 1] under load)
 set -uo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,13p "$0"; exit 0; fi
-skip_tests=0; skip_service=0
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,15p "$0"; exit 0; fi
+skip_tests=0; skip_service=0; two_gpus=0
 for arg in "$@"; do
   case "$arg" in
     --skip-tests) skip_tests=1 ;;
     --skip-service) skip_service=1 ;;
+    --two-gpus) two_gpus=1 ;;
     *) echo "unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -29,6 +32,55 @@ work=/tmp/dfe
 mkdir -p "$out" "$work"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
+
+# Serves the demo model with backend cuda on `devices` (YAML list) and loads it; writes reports
+# named after `tag`.
+serve_and_load() {
+  local devices=$1 tag=$2
+  shift 2
+  .carry/bin/dflash-make-demo-model --out_dir="$work/demo" --spm_model=.carry/spm.model > /dev/null
+  cat > "$work/server.yaml" <<YAML
+server:
+  listen: 127.0.0.1:50151
+  metrics_listen: 127.0.0.1:9564
+models:
+  - name: demo
+    path: $work/demo
+    backend: cuda
+    dtype: float16
+    devices: $devices
+YAML
+  DFLASH_SENTENCEPIECE_SHIM="$PWD/.carry/lib/libdflash_sentencepiece_shim.so" \
+    .carry/bin/dflash-server --config="$work/server.yaml" > "$out/server-$tag.log" 2>&1 &
+  local server=$!
+  for _ in $(seq 60); do
+    .carry/bin/dflash-cli health --target=127.0.0.1:50151 > /dev/null 2>&1 && break
+    sleep 1
+  done
+  .carry/bin/dflash-cli info --target=127.0.0.1:50151 2>&1 | head -c 1200; echo
+  .carry/bin/dflash-cli classify --target=127.0.0.1:50151 --model=demo \
+    --text="A man is playing a guitar on stage." --text_pair="Someone makes music." 2>&1 | head -8
+  for spec in "$@"; do
+    read -r workload mode concurrency <<< "$spec"
+    .carry/bin/dflash-loadtest --target=127.0.0.1:50151 \
+      --workload="loadtest/workloads/$workload.json" --corpus=config/demo/corpus.txt \
+      --mode="$mode" --concurrency="$concurrency" --channels=4 --duration=10s --warmup=2s \
+      --report="$out/loadtest-$tag-$workload-c$concurrency.json" 2>/dev/null | tail -12
+  done
+  curl -s 127.0.0.1:9564/metrics | grep -E "^dflash_(device_memory|model_info|batches_total)" \
+    > "$out/metrics-$tag.txt"
+  cat "$out/metrics-$tag.txt"
+  kill -TERM "$server"; wait "$server"; echo "server exit $?"
+  tail -3 "$out/server-$tag.log"
+}
+
+if (( two_gpus )); then
+  echo "== two GPUs"
+  .carry/bin/cuda_engine_test --gtest_filter='CudaEngineTest.TwoDevices*' 2>&1 | tail -4
+  serve_and_load "[0, 1]" gpu-x2 "classify_64 closed 64" "classify_64 closed 128" \
+    "mnli_mix closed 64"
+  exit 0
+fi
 
 if (( ! skip_tests )); then
   echo "== CUDA engine tests"
@@ -78,37 +130,5 @@ done
 
 if (( ! skip_service )); then
   echo "== the service on the GPU (demo model, backend cuda)"
-  .carry/bin/dflash-make-demo-model --out_dir="$work/demo" --spm_model=.carry/spm.model > /dev/null
-  cat > "$work/server.yaml" <<YAML
-server:
-  listen: 127.0.0.1:50151
-  metrics_listen: 127.0.0.1:9564
-models:
-  - name: demo
-    path: $work/demo
-    backend: cuda
-    dtype: float16
-YAML
-  DFLASH_SENTENCEPIECE_SHIM="$PWD/.carry/lib/libdflash_sentencepiece_shim.so" \
-    .carry/bin/dflash-server --config="$work/server.yaml" > "$out/server.log" 2>&1 &
-  server=$!
-  for _ in $(seq 60); do
-    .carry/bin/dflash-cli health --target=127.0.0.1:50151 > /dev/null 2>&1 && break
-    sleep 1
-  done
-  .carry/bin/dflash-cli info --target=127.0.0.1:50151 2>&1 | head -30
-  .carry/bin/dflash-cli classify --target=127.0.0.1:50151 --model=demo \
-    --text="A man is playing a guitar on stage." --text_pair="Someone makes music." 2>&1 | head -8
-  for spec in "classify_64 closed 1" "classify_64 closed 64" "mnli_mix closed 32"; do
-    read -r workload mode concurrency <<< "$spec"
-    .carry/bin/dflash-loadtest --target=127.0.0.1:50151 \
-      --workload="loadtest/workloads/$workload.json" --corpus=config/demo/corpus.txt \
-      --mode="$mode" --concurrency="$concurrency" --channels=4 --duration=10s --warmup=2s \
-      --report="$out/loadtest-gpu-$workload-c$concurrency.json" 2>/dev/null | tail -12
-  done
-  curl -s 127.0.0.1:9564/metrics | grep -E "^dflash_(device_memory|model_info|batches_total)" \
-    > "$out/metrics.txt"
-  cat "$out/metrics.txt"
-  kill -TERM "$server"; wait "$server"; echo "server exit $?"
-  tail -3 "$out/server.log"
+  serve_and_load "[0]" gpu "classify_64 closed 1" "classify_64 closed 64" "mnli_mix closed 32"
 fi

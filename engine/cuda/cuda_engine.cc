@@ -462,40 +462,38 @@ absl::StatusOr<BatchOutput> CudaEngine::RunOnDevice(const PackedBatch& batch,
 }
 
 PackedBatch CudaEngine::PadForGraph(const PackedBatch& batch) const {
-  // Shapes: tokens and sequences rounded up to powers of two (at least one padding sequence, so
-  // that every padding token belongs to one), the longest sequence to a power of two >= 64. The
-  // padding sequences hold the pad token, at most `longest` tokens each and at least one.
-  // Absolute-position models also cap padding sequences at their position table: then more
-  // padding sequences take the padding instead of longer ones.
+  // Shape buckets: tokens rounded up to a multiple of 64, sequences to a power of two, the
+  // longest sequence to a power of two >= 64. The padding tokens (pad id) fill padding sequences
+  // of at most `longest` tokens each (and at most the position table of absolute-position
+  // models); padding sequences may be empty, which every kernel skips.
+  constexpr int64_t kTokenGranularity = 64;
   const int64_t tokens = batch.total_tokens();
   const int sequences = batch.num_sequences();
-  int padded_sequences = static_cast<int>(std::bit_ceil(static_cast<uint32_t>(sequences + 1)));
+  const int64_t padded_tokens =
+      (tokens + kTokenGranularity - 1) / kTokenGranularity * kTokenGranularity;
+  const int64_t pad = padded_tokens - tokens;
+  int padded_sequences =
+      static_cast<int>(std::bit_ceil(static_cast<uint32_t>(sequences + (pad > 0 ? 1 : 0))));
   int longest =
       std::max(64, static_cast<int>(std::bit_ceil(static_cast<uint32_t>(batch.max_seqlen))));
-  int extra = 0;
-  int64_t pad = 0;
   while (true) {
-    extra = padded_sequences - sequences;
-    const int64_t padded_tokens = std::max<int64_t>(
-        64, static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(tokens + extra))));
-    pad = padded_tokens - tokens;
     const int cap = config_.position_biased_input
                         ? std::min(longest, config_.max_position_embeddings)
                         : longest;
-    if (int64_t{cap} * extra >= pad) break;
+    if (int64_t{cap} * (padded_sequences - sequences) >= pad) break;
     if (config_.position_biased_input) {
       padded_sequences *= 2;
     } else {
       longest *= 2;
     }
   }
+  const int extra = padded_sequences - sequences;
   PackedBatch padded = batch;
   const bool types = config_.type_vocab_size > 0;
   if (types && padded.token_type_ids.empty()) padded.token_type_ids.assign(tokens, 0);
   int64_t left = pad;
   for (int s = 0; s < extra; ++s) {
-    // Spread evenly: every padding sequence gets at least one token.
-    const int64_t length = (left + (extra - s) - 1) / (extra - s);
+    const int64_t length = (left + (extra - s) - 1) / (extra - s);  // Spread evenly.
     padded.token_ids.insert(padded.token_ids.end(), length, config_.pad_token_id);
     if (types) padded.token_type_ids.insert(padded.token_type_ids.end(), length, 0);
     padded.cu_seqlens.push_back(padded.cu_seqlens.back() + static_cast<int32_t>(length));
@@ -509,7 +507,9 @@ PackedBatch CudaEngine::PadForGraph(const PackedBatch& batch) const {
 absl::StatusOr<BatchOutput> CudaEngine::RunGraph(const PackedBatch& batch,
                                                  const RunOptions& options) {
   const PackedBatch padded = PadForGraph(batch);
-  if (padded.total_tokens() > options_.max_batch_tokens ||
+  // An empty padding sequence's first row is read (and discarded) by the pooler's gather: it
+  // must exist, so the padded batch stays strictly below the arena's rows.
+  if (padded.total_tokens() >= options_.max_batch_tokens ||
       padded.num_sequences() > options_.max_batch_sequences ||
       padded.max_seqlen > options_.max_batch_tokens) {
     // The padded shape does not fit the arena: run the batch as it is.

@@ -48,9 +48,10 @@ class CudaEngine final : public Engine {
     bool allow_tf32 = false;
     // How attention kernel variants are chosen (its `device` is replaced by `device` above).
     tuning::AttentionTunerOptions tuning;
-    // Batches of at most this many tokens run as CUDA graphs, one per shape bucket (tokens and
-    // sequences rounded up to powers of two with padding sequences, the longest sequence to a
-    // power of two): small batches are launch-bound otherwise. 0 disables graphs.
+    // Batches of at most this many tokens run as CUDA graphs, one per shape bucket (tokens
+    // rounded up to a multiple of 64 and sequences to a power of two with padding sequences, the
+    // longest sequence to a power of two): small batches are launch-bound otherwise. 0 disables
+    // graphs.
     int64_t graph_max_tokens = 2048;
   };
 

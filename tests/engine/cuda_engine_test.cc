@@ -314,8 +314,16 @@ TEST(CudaEngineTest, GraphsMatchDirectRunsAcrossABucket) {
     RunOptions run;
     run.outputs = kSequenceLogits | kHiddenStates | kEmbeddings;
     // Same bucket (<= 256 tokens, <= 4 sequences, longest <= 128), then others, then back.
-    for (const std::vector<int>& lengths : std::vector<std::vector<int>>{
-             {100}, {7, 90}, {1, 2, 120}, {128}, {150, 5}, {1}, {64, 64, 64}, {33, 90}}) {
+    for (const std::vector<int>& lengths : std::vector<std::vector<int>>{{100},
+                                                                         {7, 90},
+                                                                         {1, 2, 120},
+                                                                         {128},
+                                                                         {150, 5},
+                                                                         {1},
+                                                                         {64, 64, 64},
+                                                                         {33, 90},
+                                                                         {10, 10, 10, 10, 23},
+                                                                         {20, 20, 24}}) {
       const PackedBatch batch = RandomBatch(lengths, config.vocab_size, 17, true);
       absl::StatusOr<BatchOutput> a = (*graphed)->Run(batch, run);
       absl::StatusOr<BatchOutput> b = (*direct)->Run(batch, run);
