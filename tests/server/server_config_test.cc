@@ -85,6 +85,7 @@ TEST(ServerConfigTest, MinimalConfigGetsEveryDefault) {
   EXPECT_EQ(model.max_input_length, 0);
   EXPECT_TRUE(model.truncate);
   EXPECT_EQ(model.tuning_profile, "auto");
+  EXPECT_EQ(model.tuning_mode, TuningMode::kProfile);
   EXPECT_EQ(model.priority_cap, "high");
   EXPECT_EQ(model.batching.max_batch_tokens, 16384);
   EXPECT_EQ(model.batching.max_batch_sequences, 256);
@@ -134,6 +135,7 @@ models:
     cpu_threads: 2
     max_input_length: 384
     truncate: false
+    tuning_mode: autotune
     tuning_profile: none
     priority_cap: normal
     batching:
@@ -179,6 +181,7 @@ models:
   EXPECT_EQ(model.max_input_length, 384);
   EXPECT_FALSE(model.truncate);
   EXPECT_EQ(model.tuning_profile, "none");
+  EXPECT_EQ(model.tuning_mode, TuningMode::kAutotune);
   EXPECT_EQ(model.priority_cap, "normal");
   EXPECT_EQ(model.batching.max_batch_tokens, 8192);
   EXPECT_EQ(model.batching.max_batch_sequences, 64);
@@ -437,6 +440,8 @@ TEST(ServerConfigErrorsTest, OutOfRangeValuesNameTheKeyAndHowToFixThem) {
       {ModelYaml("devices: [0, -1]"), {"test.yaml:4:18", "models[0].devices[1]", "start at 0"}},
       {ModelYaml("devices: [1, 1]"), {"models[0].devices[1]", "listed twice"}},
       {ModelYaml("tuning_profile: ''"), {"models[0].tuning_profile", "'auto', 'none'"}},
+      {ModelYaml("tuning_mode: fastest"),
+       {"models[0].tuning_mode", "heuristic, profile, profile_only, autotune"}},
       {"models:\n  - name: my model\n    path: /m\n",
        {"test.yaml:2:5", "models[0].name", "letters, digits"}},
       {"models:\n  - path: /m\n", {"test.yaml:2:5", "models[0].name: is required"}},
