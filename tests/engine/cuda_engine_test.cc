@@ -32,17 +32,7 @@ constexpr double kFloat32Tolerance = 1e-4;
 // about 3x (see the test output); a wrong kernel is off by O(1).
 double HalfTolerance(DataType dtype) { return dtype == DataType::kBFloat16 ? 3e-2 : 4e-3; }
 
-const char* Name(DataType dtype) {
-  switch (dtype) {
-    case DataType::kFloat16:
-      return "fp16";
-    case DataType::kBFloat16:
-      return "bf16";
-    case DataType::kFloat32:
-      break;
-  }
-  return "fp32";
-}
+using test::Name;
 
 Checkpoint LoadFamily(const std::string& family) {
   absl::StatusOr<Checkpoint> checkpoint = LoadCheckpoint(test::kGoldenModels / family);
@@ -207,26 +197,19 @@ TEST(CudaEngineTest, EmbeddingsMatchPooledTransformersHiddenStates) {
   ASSERT_NO_FATAL_FAILURE(test::LoadGoldenInputs("encoder_only", reference, batch));
   std::unique_ptr<CudaEngine> engine = MakeCudaEngine("encoder_only", DataType::kFloat32);
   ASSERT_NE(engine, nullptr);
-  struct Case {
-    PoolingMode pooling;
-    bool normalize;
-    const char* reference;
-  };
-  for (const Case& c : {Case{PoolingMode::kMean, true, "embeddings_mean_normalized"},
-                        Case{PoolingMode::kMean, false, "embeddings_mean"},
-                        Case{PoolingMode::kCls, true, "embeddings_cls_normalized"}}) {
+  for (const test::EmbeddingReference& c : test::kEmbeddingReferences) {
     RunOptions options;
     options.outputs = kEmbeddings;
     options.pooling = c.pooling;
     options.normalize = c.normalize;
     absl::StatusOr<BatchOutput> output = engine->Run(batch, options);
     ASSERT_TRUE(output.ok()) << output.status();
-    const std::vector<float> expected = reference.Floats(c.reference);
+    const std::vector<float> expected = reference.Floats(c.tensor);
     ASSERT_EQ(output->embeddings.size(), expected.size());
     EXPECT_LE(RelativeL2(output->embeddings, expected, engine->config().hidden_size, 0,
                          batch.num_sequences()),
               kFloat32Tolerance)
-        << c.reference;
+        << c.tensor;
   }
 }
 

@@ -80,6 +80,18 @@ inline void LoadGoldenInputs(const std::string& family, GoldenReference& referen
   }
 }
 
+// The pooled embeddings stored for encoder_only: how each was pooled and its tensor name.
+struct EmbeddingReference {
+  PoolingMode pooling;
+  bool normalize;
+  const char* tensor;
+};
+inline constexpr EmbeddingReference kEmbeddingReferences[] = {
+    {PoolingMode::kMean, true, "embeddings_mean_normalized"},
+    {PoolingMode::kMean, false, "embeddings_mean"},
+    {PoolingMode::kCls, true, "embeddings_cls_normalized"},
+};
+
 // The output the family's head produces: sequence logits, token logits or embeddings.
 inline uint32_t HeadOutput(const ModelConfig& config) {
   switch (config.head) {

@@ -103,24 +103,17 @@ TEST_P(ModelGoldenTest, HiddenStatesAndLogitsMatchTransformers) {
 TEST_F(EncoderGoldenTest, EmbeddingsMatchPooledTransformersHiddenStates) {
   const int64_t hidden = engine_->config().hidden_size;
   const int sequences = batch_.num_sequences();
-  struct Case {
-    PoolingMode pooling;
-    bool normalize;
-    const char* reference;
-  };
-  for (const Case& c : {Case{PoolingMode::kMean, true, "embeddings_mean_normalized"},
-                        Case{PoolingMode::kMean, false, "embeddings_mean"},
-                        Case{PoolingMode::kCls, true, "embeddings_cls_normalized"}}) {
+  for (const test::EmbeddingReference& c : test::kEmbeddingReferences) {
     RunOptions options;
     options.outputs = kEmbeddings;
     options.pooling = c.pooling;
     options.normalize = c.normalize;
     absl::StatusOr<BatchOutput> output = engine_->Run(batch_, options);
     ASSERT_TRUE(output.ok()) << output.status();
-    const std::vector<float> expected = reference_.Floats(c.reference);
+    const std::vector<float> expected = reference_.Floats(c.tensor);
     ASSERT_EQ(output->embeddings.size(), expected.size());
     EXPECT_LE(RelativeL2(output->embeddings, expected, hidden, 0, sequences), kFloat32Tolerance)
-        << c.reference;
+        << c.tensor;
   }
 }
 

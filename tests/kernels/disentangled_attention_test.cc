@@ -28,17 +28,7 @@ using kernels::DataType;
 
 enum class Positions { kNone, kC2P, kP2C, kBoth };
 
-const char* Name(DataType dtype) {
-  switch (dtype) {
-    case DataType::kFloat16:
-      return "fp16";
-    case DataType::kBFloat16:
-      return "bf16";
-    case DataType::kFloat32:
-      return "fp32";
-  }
-  return "?";
-}
+using test::Name;
 
 const char* Name(Positions positions) {
   switch (positions) {

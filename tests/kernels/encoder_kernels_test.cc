@@ -45,17 +45,7 @@ using test::RoundTo;
 
 constexpr DataType kTypes[] = {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32};
 
-const char* Name(DataType dtype) {
-  switch (dtype) {
-    case DataType::kFloat16:
-      return "fp16";
-    case DataType::kBFloat16:
-      return "bf16";
-    case DataType::kFloat32:
-      return "fp32";
-  }
-  return "?";
-}
+using test::Name;
 
 // Largest error seen per (kernel, dtype), printed at the end: relative row L2 for float32
 // outputs, |err| / (u |ref| + slack) for 16-bit outputs (<= 1 passes).
