@@ -155,7 +155,7 @@ absl::StatusOr<std::unique_ptr<ServiceMetrics>> ServiceMetrics::Create(metrics::
   DFLASH_ASSIGN_OR_RETURN(
       m->model_info_,
       registry.AddGaugeFamily("dflash_model_info", "Always 1; what runs each served model.",
-                              Labels{"model", "backend", "device", "dtype"}));
+                              Labels{"model", "backend", "device", "dtype", "tuning"}));
   DFLASH_ASSIGN_OR_RETURN(
       m->device_memory_,
       registry.AddGaugeFamily("dflash_device_memory_bytes",
@@ -198,9 +198,10 @@ void ServiceMetrics::SetInflight(int64_t requests) {
 }
 
 void ServiceMetrics::SetModelInfo(absl::string_view model, absl::string_view backend,
-                                  absl::string_view device, absl::string_view dtype) {
+                                  absl::string_view device, absl::string_view dtype,
+                                  absl::string_view tuning) {
   if (auto* m = Get(model_info_, {std::string(model), std::string(backend), std::string(device),
-                                  std::string(dtype)})) {
+                                  std::string(dtype), std::string(tuning)})) {
     m->Set(1);
   }
 }

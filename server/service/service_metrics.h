@@ -29,8 +29,9 @@ class ServiceMetrics {
                     absl::Duration inference);
   void RecordTokens(absl::string_view model, int64_t tokens, int64_t truncated_inputs);
   void SetInflight(int64_t requests);
+  // `tuning`: the CUDA engine's kernel tuning (profile name and mode); empty for other engines.
   void SetModelInfo(absl::string_view model, absl::string_view backend, absl::string_view device,
-                    absl::string_view dtype);
+                    absl::string_view dtype, absl::string_view tuning);
   // kind: "weights", "workspace", "free", "total".
   void SetDeviceMemory(absl::string_view device, absl::string_view kind, double bytes);
 

@@ -42,7 +42,8 @@ absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const Serv
     DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<ServedModel> model,
                             loader(entry, runtime->metrics_->ObserverFor(entry.name)));
     const EngineInfo engine = model->engine_info();
-    runtime->metrics_->SetModelInfo(entry.name, engine.backend, engine.device, engine.dtype);
+    runtime->metrics_->SetModelInfo(entry.name, engine.backend, engine.device, engine.dtype,
+                                    engine.tuning);
     for (const EngineInfo& device : model->engine_infos()) {
       if (device.device_total_bytes == 0) continue;  // Host engines have no device memory.
       runtime->metrics_->SetDeviceMemory(device.device, "weights",

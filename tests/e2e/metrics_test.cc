@@ -198,8 +198,9 @@ TEST_F(MetricsTest, CountersMatchTheCallsMade) {
   EXPECT_EQ(value("dflash_dropped_requests_total", {}), 0);
   EXPECT_EQ(value("dflash_build_info", {{"version", kTestVersion}, {"revision", kTestRevision}}),
             1);
-  EXPECT_EQ(
-      value("dflash_model_info", {{"model", "demo"}, {"backend", "cpu"}, {"dtype", "float32"}}), 1);
+  EXPECT_EQ(value("dflash_model_info",
+                  {{"model", "demo"}, {"backend", "cpu"}, {"dtype", "float32"}, {"tuning", ""}}),
+            1);
 }
 
 TEST_F(MetricsTest, OfficialPythonParserReadsTheExpositionAndAgrees) {
