@@ -19,7 +19,8 @@ struct EngineInfo {
   std::string dtype;    // Compute dtype, e.g. "float32".
   int64_t weight_bytes = 0;
   int64_t workspace_bytes = 0;
-  // Device memory as the driver reports it (CUDA engines; 0 elsewhere).
+  // Memory of the device the engine computes on: the GPU's as the driver reports it, or the
+  // host's (MemTotal / MemAvailable) for the CPU engine; 0 for the null engine.
   int64_t device_free_bytes = 0;
   int64_t device_total_bytes = 0;
   // The kernel tuning in use (CUDA engines), e.g. a profile's name; empty elsewhere.

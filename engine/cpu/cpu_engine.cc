@@ -1,6 +1,8 @@
 #include "engine/cpu/cpu_engine.h"
 
 #include <cmath>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -20,6 +22,25 @@ int64_t FloatBytes(const std::vector<float>& values) {
 
 int64_t LinearBytes(const Linear& linear) {
   return FloatBytes(linear.weight.values) + FloatBytes(linear.bias);
+}
+
+struct HostMemory {
+  int64_t total_bytes = 0;
+  int64_t available_bytes = 0;
+};
+
+// MemTotal and MemAvailable of /proc/meminfo (kB there); zeros where it cannot be read.
+HostMemory ReadHostMemory() {
+  HostMemory memory;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kilobytes = 0;
+  std::string unit;
+  while (meminfo >> key >> kilobytes >> unit) {
+    if (key == "MemTotal:") memory.total_bytes = kilobytes * 1024;
+    if (key == "MemAvailable:") memory.available_bytes = kilobytes * 1024;
+  }
+  return memory;
 }
 
 }  // namespace
@@ -81,6 +102,10 @@ EngineInfo CpuEngine::Info() const {
              LinearBytes(layer.intermediate) + LinearBytes(layer.output);
   }
   info.weight_bytes = bytes;
+  // The CPU engine's device is the host: its memory feeds the same gauges as a GPU's.
+  const HostMemory memory = ReadHostMemory();
+  info.device_total_bytes = memory.total_bytes;
+  info.device_free_bytes = memory.available_bytes;
   return info;
 }
 

@@ -160,7 +160,7 @@ absl::StatusOr<std::unique_ptr<ServiceMetrics>> ServiceMetrics::Create(metrics::
       m->device_memory_,
       registry.AddGaugeFamily("dflash_device_memory_bytes",
                               "Device memory: model weights, engine workspace, and the device's "
-                              "free and total memory (CUDA engine).",
+                              "free and total memory (a GPU; the host for the CPU engine).",
                               Labels{"device", "kind"}));
   if (auto* g = Get(m->build_info_, {std::string(version), std::string(revision)})) g->Set(1);
   if (auto* g = Get(m->inflight_, {})) g->Set(0);
@@ -212,6 +212,9 @@ void ServiceMetrics::SetDeviceMemory(absl::string_view device, absl::string_view
 }
 
 std::shared_ptr<BatchObserver> ServiceMetrics::ObserverFor(absl::string_view model) {
+  // Counters that only move on failures exist from the start at 0, so that rates and alerts on
+  // them have a series to evaluate before the first failure.
+  Get(engine_errors_, {std::string(model)});
   return std::make_shared<Observer>(this, std::string(model));
 }
 

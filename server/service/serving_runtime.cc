@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const Serv
     runtime->metrics_->SetModelInfo(entry.name, engine.backend, engine.device, engine.dtype,
                                     engine.tuning);
     for (const EngineInfo& device : model->engine_infos()) {
-      if (device.device_total_bytes == 0) continue;  // Host engines have no device memory.
+      if (device.device_total_bytes == 0) continue;  // The null engine has no memory to show.
       runtime->metrics_->SetDeviceMemory(device.device, "weights",
                                          static_cast<double>(device.weight_bytes));
       runtime->metrics_->SetDeviceMemory(device.device, "workspace",

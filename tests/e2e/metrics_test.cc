@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -201,6 +202,16 @@ TEST_F(MetricsTest, CountersMatchTheCallsMade) {
   EXPECT_EQ(value("dflash_model_info",
                   {{"model", "demo"}, {"backend", "cpu"}, {"dtype", "float32"}, {"tuning", ""}}),
             1);
+  // The CPU engine's device is the host: its memory, and the model's weights, are exported.
+  EXPECT_GT(value("dflash_device_memory_bytes", {{"kind", "total"}}),
+            value("dflash_device_memory_bytes", {{"kind", "free"}}));
+  EXPECT_GT(value("dflash_device_memory_bytes", {{"kind", "free"}}), 0);
+  EXPECT_GT(value("dflash_device_memory_bytes", {{"kind", "weights"}}), 0);
+  // Failure counters exist before the first failure (the embed model's engine never failed).
+  EXPECT_TRUE(std::any_of(samples.begin(), samples.end(), [](const Sample& sample) {
+    return sample.name == "dflash_engine_errors_total" && sample.labels.count("model") == 1 &&
+           sample.labels.at("model") == "embed" && sample.value == 0;
+  }));
 }
 
 TEST_F(MetricsTest, OfficialPythonParserReadsTheExpositionAndAgrees) {
