@@ -167,16 +167,10 @@ TEST_P(CudaEngineGoldenTest, SequenceOutputDoesNotDependOnBatchMates) {
   // nothing else may.
   const double tolerance = dtype() == DataType::kFloat32 ? 1e-5 : HalfTolerance(dtype()) / 4;
   for (int s = 0; s < batch_.num_sequences(); ++s) {
-    PackedBatch alone;
-    const auto begin = batch_.token_ids.begin() + batch_.cu_seqlens[s];
-    const auto type_begin = batch_.token_type_ids.begin() + batch_.cu_seqlens[s];
-    alone.Append(std::vector<int32_t>(begin, begin + batch_.sequence_length(s)),
-                 std::vector<int32_t>(type_begin, type_begin + batch_.sequence_length(s)));
+    const PackedBatch alone = test::SequenceAlone(batch_, s);
     absl::StatusOr<BatchOutput> single = engine->Run(alone, options);
     ASSERT_TRUE(single.ok()) << single.status();
-    const std::vector<float> rows(
-        packed->hidden_states.begin() + int64_t{batch_.cu_seqlens[s]} * hidden,
-        packed->hidden_states.begin() + int64_t{batch_.cu_seqlens[s + 1]} * hidden);
+    const std::vector<float> rows = test::SequenceRows(packed->hidden_states, batch_, s, hidden);
     EXPECT_LE(RelativeL2(single->hidden_states, rows, hidden, 0, alone.total_tokens()), tolerance)
         << "sequence " << s;
   }

@@ -92,6 +92,26 @@ inline constexpr EmbeddingReference kEmbeddingReferences[] = {
     {PoolingMode::kCls, true, "embeddings_cls_normalized"},
 };
 
+// Sequence `s` of `batch` as a batch of its own.
+inline PackedBatch SequenceAlone(const PackedBatch& batch, int s) {
+  PackedBatch alone;
+  const auto begin = batch.token_ids.begin() + batch.cu_seqlens[s];
+  std::vector<int32_t> types;
+  if (!batch.token_type_ids.empty()) {
+    const auto type_begin = batch.token_type_ids.begin() + batch.cu_seqlens[s];
+    types.assign(type_begin, type_begin + batch.sequence_length(s));
+  }
+  alone.Append(std::vector<int32_t>(begin, begin + batch.sequence_length(s)), types);
+  return alone;
+}
+
+// The rows of sequence `s` of `batch` in a [total_tokens, width] output.
+inline std::vector<float> SequenceRows(const std::vector<float>& rows, const PackedBatch& batch,
+                                       int s, int64_t width) {
+  return std::vector<float>(rows.begin() + int64_t{batch.cu_seqlens[s]} * width,
+                            rows.begin() + int64_t{batch.cu_seqlens[s + 1]} * width);
+}
+
 // The output the family's head produces: sequence logits, token logits or embeddings.
 inline uint32_t HeadOutput(const ModelConfig& config) {
   switch (config.head) {

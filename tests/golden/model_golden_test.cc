@@ -124,16 +124,11 @@ TEST_P(ModelGoldenTest, SequenceOutputDoesNotDependOnBatchMates) {
   ASSERT_TRUE(packed.ok()) << packed.status();
   const int64_t hidden = engine_->config().hidden_size;
   for (int s = 0; s < batch_.num_sequences(); ++s) {
-    PackedBatch alone;
-    const auto begin = batch_.token_ids.begin() + batch_.cu_seqlens[s];
-    const auto type_begin = batch_.token_type_ids.begin() + batch_.cu_seqlens[s];
-    alone.Append(std::vector<int32_t>(begin, begin + batch_.sequence_length(s)),
-                 std::vector<int32_t>(type_begin, type_begin + batch_.sequence_length(s)));
+    const PackedBatch alone = test::SequenceAlone(batch_, s);
     absl::StatusOr<BatchOutput> single = engine_->Run(alone, options);
     ASSERT_TRUE(single.ok()) << single.status();
-    const std::vector<float> packed_rows(
-        packed->hidden_states.begin() + int64_t{batch_.cu_seqlens[s]} * hidden,
-        packed->hidden_states.begin() + int64_t{batch_.cu_seqlens[s + 1]} * hidden);
+    const std::vector<float> packed_rows =
+        test::SequenceRows(packed->hidden_states, batch_, s, hidden);
     // The same arithmetic on the same rows: only BLAS blocking may differ.
     EXPECT_LE(RelativeL2(single->hidden_states, packed_rows, hidden, 0, alone.total_tokens()), 1e-6)
         << "sequence " << s;
