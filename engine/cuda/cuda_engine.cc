@@ -68,11 +68,6 @@ absl::Status CheckSupported(const ModelConfig& config) {
     return absl::FailedPreconditionError(
         "the CUDA engine expects pooler_hidden_size == hidden_size; use backend: cpu");
   }
-  DFLASH_RETURN_IF_ERROR(KernelActivation(config.hidden_act, "hidden").status());
-  DFLASH_RETURN_IF_ERROR(KernelActivation(config.pooler_hidden_act, "pooler").status());
-  if (config.has_conv()) {
-    DFLASH_RETURN_IF_ERROR(KernelActivation(config.conv_act, "convolution").status());
-  }
   return absl::OkStatus();
 }
 
@@ -136,8 +131,10 @@ size_t CudaEngine::LayoutWorkspace(void* base) {
   w.logits = arena.Take(std::max(s, t) * labels * e);
   const ResultLayout all =
       LayoutResults(kSequenceLogits | kTokenLogits | kEmbeddings | kHiddenStates, t, s, labels, h);
-  w.results = arena.Take<float>(all.total());
-  w.inputs = arena.Take<int32_t>(3 * t + s + 1);
+  w.results_count = all.total();
+  w.results = arena.Take<float>(w.results_count);
+  w.inputs_count = 3 * t + s + 1;
+  w.inputs = arena.Take<int32_t>(w.inputs_count);
   // The attention's C2P/P2C tables are largest for one sequence of every token. Only the
   // presence of the position terms matters for the size: any non-null pointer says "present".
   kernels::AttentionProblem bound;
@@ -166,6 +163,14 @@ size_t CudaEngine::LayoutWorkspace(void* base) {
 absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(Checkpoint checkpoint,
                                                                const Options& options) {
   DFLASH_RETURN_IF_ERROR(CheckSupported(checkpoint.config));
+  DFLASH_ASSIGN_OR_RETURN(const kernels::Activation hidden_act,
+                          KernelActivation(checkpoint.config.hidden_act, "hidden"));
+  DFLASH_ASSIGN_OR_RETURN(const kernels::Activation pooler_act,
+                          KernelActivation(checkpoint.config.pooler_hidden_act, "pooler"));
+  kernels::Activation conv_act = kernels::Activation::kIdentity;
+  if (checkpoint.config.has_conv()) {
+    DFLASH_ASSIGN_OR_RETURN(conv_act, KernelActivation(checkpoint.config.conv_act, "convolution"));
+  }
   if (options.max_batch_tokens < 1) {
     return absl::InvalidArgumentError("the CUDA engine needs max_batch_tokens >= 1");
   }
@@ -193,6 +198,9 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(Checkpoint checkp
     resolved.max_batch_sequences = static_cast<int>(options.max_batch_tokens);
   }
   std::unique_ptr<CudaEngine> engine(new CudaEngine(checkpoint.config, resolved));
+  engine->hidden_act_ = hidden_act;
+  engine->pooler_act_ = pooler_act;
+  engine->conv_act_ = conv_act;
   engine->device_name_ =
       absl::StrFormat("CUDA device %d: %s (sm_%d%d, %d SMs)", options.device, properties.name,
                       properties.major, properties.minor, properties.multiProcessorCount);
@@ -218,14 +226,13 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(Checkpoint checkp
   DFLASH_ASSIGN_OR_RETURN(engine->arena_, DeviceBuffer::Allocate(arena_bytes));
   engine->LayoutWorkspace(engine->arena_.data());
   const int64_t t = resolved.max_batch_tokens;
-  const int64_t s = resolved.max_batch_sequences;
+  // The pinned staging mirrors the arena's input and result blocks.
   DFLASH_ASSIGN_OR_RETURN(engine->staging_in_,
-                          PinnedBuffer::Allocate(static_cast<size_t>(3 * t + s + 1) * 4));
-  const ResultLayout all =
-      LayoutResults(kSequenceLogits | kTokenLogits | kEmbeddings | kHiddenStates, t, s,
-                    std::max(config.num_labels(), 1), config.hidden_size);
+                          PinnedBuffer::Allocate(static_cast<size_t>(
+                              engine->workspace_.inputs_count * sizeof(int32_t))));
   DFLASH_ASSIGN_OR_RETURN(engine->staging_out_,
-                          PinnedBuffer::Allocate(static_cast<size_t>(all.total()) * 4));
+                          PinnedBuffer::Allocate(static_cast<size_t>(
+                              engine->workspace_.results_count * sizeof(float))));
   DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamCreateWithFlags(&engine->stream_, cudaStreamNonBlocking),
                               "cudaStreamCreate");
   // The attention's C2P/P2C table GEMMs. (The attention binds the handle to the stream, which
@@ -280,7 +287,7 @@ absl::Status CudaEngine::Linear(const DeviceLinear& layer, const void* x, int64_
   call.ld_residual = layer.out_features;
   call.y = y;
   call.ldy = layer.out_features;
-  if (timer_ != nullptr) timer_->Begin(StageTimer::kGemm, stream_);
+  Mark(StageTimer::kGemm);
   return linear_->Run(call, stream_);
 }
 
@@ -349,7 +356,7 @@ absl::Status CudaEngine::Enqueue(const PackedBatch& batch, const RunOptions& opt
   const int64_t h = config_.hidden_size;
   const int64_t labels = config_.num_labels();
   const int32_t* cu_seqlens = in.cu_seqlens;
-  if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
+  Mark(StageTimer::kOther);
   DFLASH_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(workspace_.inputs, staging_in_.data(),
                                               static_cast<size_t>(in.count) * sizeof(int32_t),
                                               cudaMemcpyHostToDevice, stream_),
@@ -362,23 +369,21 @@ absl::Status CudaEngine::Enqueue(const PackedBatch& batch, const RunOptions& opt
   const kernels::DataType dtype = options_.dtype;
   if (options.outputs & kSequenceLogits) {
     // ContextPooler: act(W_p h[CLS] + b_p), then the classifier.
-    if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
+    Mark(StageTimer::kOther);
     DFLASH_RETURN_IF_CUDA_ERROR(
         kernels::GatherFirstTokens(dtype, workspace_.hidden, h, cu_seqlens, sequences,
                                    static_cast<int>(h), workspace_.first_tokens, stream_),
         "gathering first tokens");
     DFLASH_RETURN_IF_ERROR(
         Linear(model_.pooler, workspace_.first_tokens, sequences, workspace_.pooled));
-    if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
-    DFLASH_ASSIGN_OR_RETURN(kernels::Activation pooler_act,
-                            KernelActivation(config_.pooler_hidden_act, "pooler"));
+    Mark(StageTimer::kOther);
     DFLASH_RETURN_IF_CUDA_ERROR(
         kernels::BiasActivation(dtype, workspace_.pooled, sequences, static_cast<int>(h), h,
-                                nullptr, pooler_act, stream_),
+                                nullptr, pooler_act_, stream_),
         "pooler activation");
     DFLASH_RETURN_IF_ERROR(
         Linear(model_.classifier, workspace_.pooled, sequences, workspace_.logits));
-    if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
+    Mark(StageTimer::kOther);
     DFLASH_RETURN_IF_CUDA_ERROR(
         kernels::ConvertToFloat(dtype, workspace_.logits, layout.sequence_logits, results, stream_),
         "converting logits");
@@ -386,13 +391,13 @@ absl::Status CudaEngine::Enqueue(const PackedBatch& batch, const RunOptions& opt
   }
   if (options.outputs & kTokenLogits) {
     DFLASH_RETURN_IF_ERROR(Linear(model_.classifier, workspace_.hidden, tokens, workspace_.logits));
-    if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
+    Mark(StageTimer::kOther);
     DFLASH_RETURN_IF_CUDA_ERROR(
         kernels::ConvertToFloat(dtype, workspace_.logits, layout.token_logits, results, stream_),
         "converting token logits");
     results += layout.token_logits;
   }
-  if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
+  Mark(StageTimer::kOther);
   if (options.outputs & kEmbeddings) {
     DFLASH_RETURN_IF_CUDA_ERROR(
         kernels::PoolSequences(dtype, workspace_.hidden, h, cu_seqlens, sequences,
@@ -452,6 +457,11 @@ absl::StatusOr<BatchOutput> CudaEngine::RunOnDevice(const PackedBatch& batch,
   if (timer_ == nullptr && batch.total_tokens() <= options_.graph_max_tokens) {
     return RunGraph(batch, options);
   }
+  return RunDirect(batch, options);
+}
+
+absl::StatusOr<BatchOutput> CudaEngine::RunDirect(const PackedBatch& batch,
+                                                  const RunOptions& options) {
   const StagedInputs in = StageInputs(batch);
   DFLASH_RETURN_IF_ERROR(Enqueue(batch, options, in));
   if (timer_ != nullptr) {
@@ -512,11 +522,7 @@ absl::StatusOr<BatchOutput> CudaEngine::RunGraph(const PackedBatch& batch,
   if (padded.total_tokens() >= options_.max_batch_tokens ||
       padded.num_sequences() > options_.max_batch_sequences ||
       padded.max_seqlen > options_.max_batch_tokens) {
-    // The padded shape does not fit the arena: run the batch as it is.
-    const StagedInputs in = StageInputs(batch);
-    DFLASH_RETURN_IF_ERROR(Enqueue(batch, options, in));
-    DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "running the batch");
-    return Unpack(batch, batch, options);
+    return RunDirect(batch, options);  // The padded shape does not fit the arena.
   }
   const GraphKey key{padded.total_tokens(),
                      padded.num_sequences(),
@@ -578,12 +584,12 @@ absl::Status CudaEngine::Encode(const PackedBatch& batch, const int32_t* cu_seql
   }
   embedding.eps = eps;
   embedding.out = project ? workspace_.embedding_sum : workspace_.hidden;
-  if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
+  Mark(StageTimer::kOther);
   DFLASH_RETURN_IF_CUDA_ERROR(kernels::EmbeddingForward(embedding, stream_), "embeddings");
   if (project) {
     DFLASH_RETURN_IF_ERROR(
         Linear(model_.embed_proj, workspace_.embedding_sum, tokens, workspace_.hidden));
-    if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
+    Mark(StageTimer::kOther);
     DFLASH_RETURN_IF_CUDA_ERROR(
         kernels::AddLayerNorm(options_.dtype, workspace_.hidden, h, nullptr, 0,
                               static_cast<const float*>(model_.embedding_norm.gamma.data()),
@@ -593,7 +599,7 @@ absl::Status CudaEngine::Encode(const PackedBatch& batch, const int32_t* cu_seql
   }
   if (config_.has_conv()) {
     // The ConvLayer reads the embedding output E0: its columns are taken before layer 0.
-    if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
+    Mark(StageTimer::kOther);
     DFLASH_RETURN_IF_CUDA_ERROR(
         kernels::ConvolutionColumns(options_.dtype, workspace_.hidden, h, tokens,
                                     static_cast<int>(h), config_.conv_groups,
@@ -668,7 +674,7 @@ absl::Status CudaEngine::EncoderLayer(int index, int64_t tokens, int num_sequenc
                                             " bytes of workspace; the arena holds ",
                                             workspace_.attention_scratch_bytes));
   }
-  if (timer_ != nullptr) timer_->Begin(StageTimer::kAttention, stream_);
+  Mark(StageTimer::kAttention);
   DFLASH_RETURN_IF_CUDA_ERROR(kernels::DisentangledAttentionForward(
                                   attention, workspace_.attention_scratch, blas_, stream_),
                               "disentangled attention");
@@ -676,7 +682,7 @@ absl::Status CudaEngine::EncoderLayer(int index, int64_t tokens, int num_sequenc
   // attention = LN(context Wo^T + bo + hidden): bias and residual in the GEMM epilogue.
   DFLASH_RETURN_IF_ERROR(Linear(layer.attention_output, workspace_.context, tokens,
                                 workspace_.attention, workspace_.hidden));
-  if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
+  Mark(StageTimer::kOther);
   DFLASH_RETURN_IF_CUDA_ERROR(
       kernels::AddLayerNorm(dtype, workspace_.attention, h, nullptr, 0,
                             static_cast<const float*>(layer.attention_norm.gamma.data()),
@@ -684,17 +690,16 @@ absl::Status CudaEngine::EncoderLayer(int index, int64_t tokens, int num_sequenc
                             tokens, static_cast<int>(h), workspace_.attention, h, stream_),
       "attention LayerNorm");
   // hidden = LN(act(attention Wi^T + bi) Wout^T + bout + attention).
-  DFLASH_ASSIGN_OR_RETURN(kernels::Activation act, KernelActivation(config_.hidden_act, "hidden"));
   DFLASH_RETURN_IF_ERROR(
       Linear(layer.intermediate, workspace_.attention, tokens, workspace_.intermediate));
-  if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
+  Mark(StageTimer::kOther);
   DFLASH_RETURN_IF_CUDA_ERROR(
       kernels::BiasActivation(dtype, workspace_.intermediate, tokens, config_.intermediate_size,
-                              config_.intermediate_size, nullptr, act, stream_),
+                              config_.intermediate_size, nullptr, hidden_act_, stream_),
       "FFN activation");
   DFLASH_RETURN_IF_ERROR(Linear(layer.output, workspace_.intermediate, tokens, workspace_.hidden,
                                 workspace_.attention));
-  if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
+  Mark(StageTimer::kOther);
   DFLASH_RETURN_IF_CUDA_ERROR(
       kernels::AddLayerNorm(dtype, workspace_.hidden, h, nullptr, 0,
                             static_cast<const float*>(layer.output_norm.gamma.data()),
@@ -725,15 +730,13 @@ absl::Status CudaEngine::Convolution(int64_t tokens) {
     call.bias = static_cast<const char*>(conv.bias.data()) + g * group_width * e;
     call.y = static_cast<char*>(workspace_.conv_output) + g * group_width * e;
     call.ldy = h;
-    if (timer_ != nullptr) timer_->Begin(StageTimer::kGemm, stream_);
+    Mark(StageTimer::kGemm);
     DFLASH_RETURN_IF_ERROR(linear_->Run(call, stream_));
   }
-  DFLASH_ASSIGN_OR_RETURN(kernels::Activation act,
-                          KernelActivation(config_.conv_act, "convolution"));
-  if (timer_ != nullptr) timer_->Begin(StageTimer::kOther, stream_);
+  Mark(StageTimer::kOther);
   DFLASH_RETURN_IF_CUDA_ERROR(
       kernels::BiasActivation(options_.dtype, workspace_.conv_output, tokens, static_cast<int>(h),
-                              h, nullptr, act, stream_),
+                              h, nullptr, conv_act_, stream_),
       "convolution activation");
   DFLASH_RETURN_IF_CUDA_ERROR(
       kernels::AddLayerNorm(options_.dtype, workspace_.hidden, h, workspace_.conv_output, h,

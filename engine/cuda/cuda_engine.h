@@ -32,6 +32,7 @@
 #include "engine/tuning/attention_tuner.h"
 #include "kernels/attention/disentangled_attention.h"
 #include "kernels/common/data_type.h"
+#include "kernels/encoder/activation.h"
 
 namespace dflash::cuda {
 
@@ -83,7 +84,9 @@ class CudaEngine final : public Engine {
     void* pooled = nullptr;         // [S, H]
     void* logits = nullptr;         // [max(S, T), labels]
     float* results = nullptr;       // every requested output, float32, back to back
+    int64_t results_count = 0;      // floats `results` holds (and the pinned staging mirrors)
     int32_t* inputs = nullptr;      // ids, types, positions [T] each, cu_seqlens [S + 1]
+    int64_t inputs_count = 0;
     void* attention_scratch = nullptr;
     size_t attention_scratch_bytes = 0;
     void* blas_scratch = nullptr;
@@ -137,6 +140,12 @@ class CudaEngine final : public Engine {
                      const RunOptions& options) const;
   PackedBatch PadForGraph(const PackedBatch& batch) const;
   absl::StatusOr<BatchOutput> RunGraph(const PackedBatch& batch, const RunOptions& options);
+  // Runs `batch` without a graph: stage, enqueue, wait (collecting the stage timer's intervals).
+  absl::StatusOr<BatchOutput> RunDirect(const PackedBatch& batch, const RunOptions& options);
+  // Starts a stage-timer interval when a timer is set.
+  void Mark(StageTimer::Stage stage) {
+    if (timer_ != nullptr) timer_->Begin(stage, stream_);
+  }
   // Lays the workspace out over `base` (null: only measures) and returns the bytes used.
   size_t LayoutWorkspace(void* base);
   absl::StatusOr<BatchOutput> RunOnDevice(const PackedBatch& batch, const RunOptions& options);
@@ -167,6 +176,10 @@ class CudaEngine final : public Engine {
   std::unique_ptr<tuning::AttentionTuner> tuner_;
   kernels::AttentionKernelConfig attention_config_;  // The tuner's choice for the current batch.
   float scale_ = 1.0f;
+  // The model's activations, resolved once at creation.
+  kernels::Activation hidden_act_ = kernels::Activation::kGeluErf;
+  kernels::Activation pooler_act_ = kernels::Activation::kGeluErf;
+  kernels::Activation conv_act_ = kernels::Activation::kGeluErf;
   std::string device_name_;
   StageTimer* timer_ = nullptr;
   absl::flat_hash_map<GraphKey, CudaGraph> graphs_;
