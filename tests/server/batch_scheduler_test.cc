@@ -332,6 +332,13 @@ SequenceInput TaggedSequence(int32_t tag, int length, bool with_types = false) {
   return sequence;
 }
 
+// A tagged sequence that makes the fake engine fail its batch.
+SequenceInput PoisonedSequence(int32_t tag, int length) {
+  SequenceInput sequence = TaggedSequence(tag, length);
+  sequence.ids[1] = kFailToken;
+  return sequence;
+}
+
 InferenceRequest MakeRequest(std::vector<SequenceInput> sequences,
                              Priority priority = Priority::kNormal,
                              uint32_t outputs = kSequenceLogits) {
@@ -777,8 +784,7 @@ TEST(BatchSchedulerTest, EngineErrorFailsOnlyTheRequestsOfItsBatch) {
   ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 2)})).ok());
   // Three sequences of 6 tokens: the first shares a batch with request 1 and fails it; the other
   // two are still queued then and must be dropped.
-  SequenceInput poisoned = TaggedSequence(21, 6);
-  poisoned.ids[1] = kFailToken;
+  const SequenceInput poisoned = PoisonedSequence(21, 6);
   ASSERT_TRUE(
       harness.Submit(2, MakeRequest({poisoned, TaggedSequence(22, 6), TaggedSequence(23, 6)}))
           .ok());
@@ -815,8 +821,7 @@ TEST(BatchSchedulerTest, UnhealthyEngineStopsTakingBatchesWhileAnotherServes) {
   engine_options.failure_is_fatal = true;
   Harness harness(Budget(8, 8), 2, /*gated=*/true, nullptr, engine_options);
   // Engine 0 takes the poisoned request and dies; engine 1 is held busy meanwhile.
-  SequenceInput poisoned = TaggedSequence(11, 3);
-  poisoned.ids[1] = kFailToken;
+  const SequenceInput poisoned = PoisonedSequence(11, 3);
   ASSERT_TRUE(harness.Submit(1, MakeRequest({poisoned})).ok());
   ASSERT_TRUE(harness.log().WaitForBatches(1));
   ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 2)})).ok());
@@ -844,8 +849,7 @@ TEST(BatchSchedulerTest, NoHealthyEngineLeftAnswersUnavailable) {
   FakeEngineOptions engine_options;
   engine_options.failure_is_fatal = true;
   Harness harness(Budget(8, 8), 1, /*gated=*/true, nullptr, engine_options);
-  SequenceInput poisoned = TaggedSequence(11, 3);
-  poisoned.ids[1] = kFailToken;
+  const SequenceInput poisoned = PoisonedSequence(11, 3);
   ASSERT_TRUE(harness.Submit(1, MakeRequest({poisoned})).ok());
   ASSERT_TRUE(harness.log().WaitForBatches(1));
   ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 2)})).ok());
@@ -862,8 +866,7 @@ TEST(BatchSchedulerTest, NoHealthyEngineLeftAnswersUnavailable) {
 // other part (still running) ends, once, with the error; its queued rest is never computed.
 TEST(BatchSchedulerTest, FailedPartOfASplitRequestWaitsForItsPartInFlight) {
   Harness harness(Budget(64, 1), 2, /*gated=*/true);
-  SequenceInput poisoned = TaggedSequence(12, 3);
-  poisoned.ids[1] = kFailToken;
+  const SequenceInput poisoned = PoisonedSequence(12, 3);
   ASSERT_TRUE(
       harness.Submit(1, MakeRequest({TaggedSequence(11, 3), poisoned, TaggedSequence(13, 3)}))
           .ok());
