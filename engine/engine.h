@@ -35,6 +35,9 @@ class Engine {
   // ValidatePackedBatch); device failures give INTERNAL or RESOURCE_EXHAUSTED.
   virtual absl::StatusOr<BatchOutput> Run(const PackedBatch& batch, const RunOptions& options) = 0;
   virtual EngineInfo Info() const = 0;
+  // EngineInfo::device_free_bytes as of now, for gauges refreshed on every scrape: safe to call
+  // while Run executes on another thread. -1 when the engine has no device memory to report.
+  virtual int64_t FreeDeviceBytes() const { return -1; }
   // OK while the engine can run batches. An engine whose device failed beyond recovery reports
   // UNAVAILABLE here, and the server stops giving it work.
   virtual absl::Status Health() const { return absl::OkStatus(); }

@@ -13,8 +13,11 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 
 echo "== kernel tests"
-.carry/bin/disentangled_attention_test 2>&1 | tee "$out/attention_test.log" | \
-  grep -E "^\[attention\]|FAILED|PASSED|Failure" | head -80
+# The whole log first, then a summary of it: `head` in the test's own pipe would end the test
+# run (SIGPIPE through tee) once its lines ran out.
+.carry/bin/disentangled_attention_test > "$out/attention_test.log" 2>&1
+echo "exit $?"
+grep -E "FAILED|PASSED|Failure" "$out/attention_test.log" | head -40
 
 echo "== compute-sanitizer (memcheck, racecheck) on small cases"
 for tool in memcheck racecheck; do
@@ -37,3 +40,8 @@ cat "$out/sdpa_dims.jsonl" >> "$out/sdpa.jsonl"
 python3 bench/attention/make_results.py --ours "$out/ours.jsonl" --sdpa "$out/sdpa.jsonl" \
   --gpu "$gpu" --command "bash bench/attention/run_on_gpu.sh ($command)" \
   --out "$out/h200-attention.json"
+
+# The device tool brings back only a few files per call: everything travels as one archive.
+(cd "$out" && tar -czf /tmp/run_on_gpu_results.tgz .) && rm -rf "${out:?}"/* &&
+  mv /tmp/run_on_gpu_results.tgz "$out/results.tgz"
+echo "results: $out/results.tgz"

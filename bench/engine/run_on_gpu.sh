@@ -11,15 +11,17 @@
 #   strip --strip-debug .carry/bin/* .carry/lib/*; cp build/demo-model/spm.model .carry/
 #   mkdir -p .carrypack; tar -cf - .carry | xz -T2 -6 > .carrypack/carry.tar.xz
 # Usage (on the GPU machine): bash bench/engine/run_on_gpu.sh [--skip-tests] [--skip-service]
+#        [--skip-parity-shapes]   (no v3-large / v2-xlarge parity: the v3-base parts only)
 #        bash bench/engine/run_on_gpu.sh --two-gpus   (nvidia-h200-x2: the two-device test and
 #        the service on devices [0, 1] under load)
 set -uo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,15p "$0"; exit 0; fi
-skip_tests=0; skip_service=0; two_gpus=0
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,16p "$0"; exit 0; fi
+skip_tests=0; skip_service=0; skip_shapes=0; two_gpus=0
 for arg in "$@"; do
   case "$arg" in
     --skip-tests) skip_tests=1 ;;
     --skip-service) skip_service=1 ;;
+    --skip-parity-shapes) skip_shapes=1 ;;
     --two-gpus) two_gpus=1 ;;
     *) echo "unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
@@ -33,8 +35,8 @@ mkdir -p "$out" "$work"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
 
-# Serves the demo model with backend cuda on `devices` (YAML list) and loads it; writes reports
-# named after `tag`.
+# Serves the demo model with backend $BACKEND (default cuda) on `devices` (YAML list) and loads
+# it; writes reports named after `tag`.
 serve_and_load() {
   local devices=$1 tag=$2
   shift 2
@@ -46,7 +48,7 @@ server:
 models:
   - name: demo
     path: $work/demo
-    backend: cuda
+    backend: ${BACKEND:-cuda}
     dtype: float16
     devices: $devices
 YAML
@@ -114,6 +116,7 @@ python3 bench/engine/make_engine_results.py --ours "$work/ours.json" --hf "$work
 cp "$work/ours.json" "$out/ours_v3-base.json"; cp "$work/hf.json" "$out/hf_v3-base.json"
 
 for shape in v3-large v2-xlarge; do
+  (( skip_shapes )) && break
   echo "== parity on $shape"
   python3 bench/engine/hf_baseline.py --model "$work/models/$shape" \
     --pairs "$work/mnli_like.jsonl" --out "$work/hf_$shape.json" --device cuda --dtype fp16 \
@@ -121,8 +124,9 @@ for shape in v3-large v2-xlarge; do
     --parity-out "$work/parity_$shape" 2>&1 | tail -3
   .carry/bin/dflash-bench-engine --model="$work/models/$shape" --pairs="$work/mnli_like.jsonl" \
     --dtype=fp16 --repeats=1 --long_sequences=false --parity_count=256 \
-    --parity_prefix="$work/parity_$shape" --json="$work/ours_$shape.json" 2>&1 | \
-    grep -E "MNLI|128-token|Error|error" | head -5
+    --parity_prefix="$work/parity_$shape" --json="$work/ours_$shape.json" \
+    > "$work/bench_$shape.log" 2>&1
+  grep -E "MNLI|128-token|Error|error" "$work/bench_$shape.log" | head -8
   python3 bench/engine/make_engine_results.py --ours "$work/ours_$shape.json" \
     --hf "$work/hf_$shape.json" --parity-prefix "$work/parity_$shape" --gpu "$gpu" \
     --command "$command" --out "$out/h200-engine-parity-$shape.json" 2>&1 | tail -3
@@ -131,4 +135,12 @@ done
 if (( ! skip_service )); then
   echo "== the service on the GPU (demo model, backend cuda)"
   serve_and_load "[0]" gpu "classify_64 closed 1" "classify_64 closed 64" "mnli_mix closed 32"
+  echo "== the service on the GPU with backend auto"
+  BACKEND=auto serve_and_load "[0]" gpu-auto "classify_64 closed 1"
+  grep -E "backend auto chose|model 'demo' ready" "$out/server-gpu-auto.log"
 fi
+
+# The device tool brings back only a few files per call: everything travels as one archive.
+(cd "$out" && tar -czf /tmp/run_on_gpu_results.tgz .) && rm -rf "${out:?}"/* &&
+  mv /tmp/run_on_gpu_results.tgz "$out/results.tgz"
+echo "results: $out/results.tgz"

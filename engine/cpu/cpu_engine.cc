@@ -109,6 +109,8 @@ EngineInfo CpuEngine::Info() const {
   return info;
 }
 
+int64_t CpuEngine::FreeDeviceBytes() const { return ReadHostMemory().available_bytes; }
+
 void CpuEngine::Embed(const PackedBatch& batch, std::vector<float>& hidden) const {
   const int64_t tokens = batch.total_tokens();
   const int64_t width = config_.embedding_size;

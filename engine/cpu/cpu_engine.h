@@ -27,6 +27,7 @@ class CpuEngine final : public Engine {
 
   absl::StatusOr<BatchOutput> Run(const PackedBatch& batch, const RunOptions& options) override;
   EngineInfo Info() const override;
+  int64_t FreeDeviceBytes() const override;
   const ModelConfig& config() const override { return config_; }
 
  private:

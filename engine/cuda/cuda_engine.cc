@@ -243,8 +243,9 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(Checkpoint checkp
   DFLASH_ASSIGN_OR_RETURN(engine->tuner_, tuning::AttentionTuner::Create(tuning));
   DFLASH_ASSIGN_OR_RETURN(
       engine->linear_,
-      LinearLayers::Create(engine->workspace_.blas_scratch, engine->workspace_.blas_scratch_bytes,
-                           options.allow_tf32));
+      LinearLayers::Create(
+          engine->workspace_.blas_scratch, engine->workspace_.blas_scratch_bytes,
+          {.allow_tf32 = options.allow_tf32, .timed_candidates = options.gemm_timed_candidates}));
   Log().info("{}: {} weights {:.1f} MiB, workspace {:.1f} MiB for {} tokens, attention tuning {}",
              engine->device_name_, DataTypeName(options.dtype), engine->model_.bytes() / 1048576.0,
              arena_bytes / 1048576.0, t, engine->tuner_->Describe());
@@ -269,6 +270,16 @@ EngineInfo CudaEngine::Info() const {
     info.device_total_bytes = static_cast<int64_t>(total_bytes);
   }
   return info;
+}
+
+int64_t CudaEngine::FreeDeviceBytes() const {
+  // The calling thread's current device changes; the engine's worker sets its own per batch.
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaSetDevice(options_.device) != cudaSuccess ||
+      cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    return -1;
+  }
+  return static_cast<int64_t>(free_bytes);
 }
 
 absl::Status CudaEngine::Linear(const DeviceLinear& layer, const void* x, int64_t rows, void* y,
@@ -533,13 +544,10 @@ absl::StatusOr<BatchOutput> CudaEngine::RunGraph(const PackedBatch& batch,
   const StagedInputs in = StageInputs(padded);
   auto found = graphs_.find(key);
   if (found == graphs_.end()) {
-    // Autotuning synchronises the stream, which capture forbids: choose the variant first.
-    DFLASH_RETURN_IF_ERROR(tuner_
-                               ->Select(AttentionShape(padded.num_sequences(), padded.max_seqlen,
-                                                       in.cu_seqlens, padded.total_tokens(), 0),
-                                        stream_, workspace_.attention_scratch,
-                                        workspace_.attention_scratch_bytes)
-                               .status());
+    // Choosing kernels (attention autotuning, timed GEMM algorithms) synchronises the stream,
+    // which capture forbids: one direct run of the bucket chooses them first.
+    DFLASH_RETURN_IF_ERROR(Enqueue(padded, options, in));
+    DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "running the batch");
     DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
                                 "cudaStreamBeginCapture");
     const absl::Status enqueued = Enqueue(padded, options, in);

@@ -47,6 +47,9 @@ class CudaEngine final : public Engine {
     int max_batch_sequences = 0;
     // float32 engines only: TF32 tensor cores for the GEMMs.
     bool allow_tf32 = false;
+    // cuBLASLt candidates timed per GEMM shape bucket at its first use (LinearLayers; <= 1: the
+    // heuristic's first choice).
+    int gemm_timed_candidates = 8;
     // How attention kernel variants are chosen (its `device` is replaced by `device` above).
     tuning::AttentionTunerOptions tuning;
     // Batches of at most this many tokens run as CUDA graphs, one per shape bucket (tokens
@@ -62,6 +65,7 @@ class CudaEngine final : public Engine {
 
   absl::StatusOr<BatchOutput> Run(const PackedBatch& batch, const RunOptions& options) override;
   EngineInfo Info() const override;
+  int64_t FreeDeviceBytes() const override;
   const ModelConfig& config() const override { return config_; }
   absl::Status Health() const override;
 

@@ -1,6 +1,8 @@
 // Dense layers on cuBLASLt: Y = X W^T + bias (+ residual), the GEMM shape of every DeBERTa linear
-// layer, with bias and residual fused into the GEMM's epilogue. Algorithms come from cuBLASLt's
-// heuristic once per shape bucket (token counts rounded up to a power of two) and are cached.
+// layer, with bias and residual fused into the GEMM's epilogue. Algorithms are chosen once per
+// shape bucket (token counts rounded up to a power of two) and cached: cuBLASLt's heuristic's
+// first choice, or the fastest of its first candidates timed on the device at the bucket's first
+// call (the heuristic's choice is a poor fit for small token counts, where a GEMM fills few SMs).
 #pragma once
 
 #include <cublasLt.h>
@@ -40,12 +42,20 @@ class MatmulDescriptors;  // cuBLASLt descriptors of one exact shape (linear_lay
 
 class LinearLayers {
  public:
-  // `workspace` (device, `workspace_bytes`) is cuBLASLt's scratch for every call. With
-  // `allow_tf32`, float32 GEMMs run on tensor cores in TF32 (faster, ~1e-3 relative error);
-  // otherwise they are exact float32 FMA GEMMs.
+  struct Options {
+    // float32 GEMMs on tensor cores in TF32 (faster, ~1e-3 relative error); otherwise they are
+    // exact float32 FMA GEMMs.
+    bool allow_tf32 = false;
+    // Candidates of cuBLASLt's heuristic timed at a bucket's first call (<= 1: its first choice,
+    // untimed). Timing needs a stream that is not being captured; a bucket first seen during
+    // capture takes the first choice for good.
+    int timed_candidates = 0;
+  };
+
+  // `workspace` (device, `workspace_bytes`) is cuBLASLt's scratch for every call.
   static absl::StatusOr<std::unique_ptr<LinearLayers>> Create(void* workspace,
                                                               size_t workspace_bytes,
-                                                              bool allow_tf32);
+                                                              const Options& options);
   ~LinearLayers();
   LinearLayers(const LinearLayers&) = delete;
   LinearLayers& operator=(const LinearLayers&) = delete;
@@ -69,12 +79,23 @@ class LinearLayers {
     bool operator==(const ShapeKey&) const = default;
   };
 
-  LinearLayers(cublasLtHandle_t handle, void* workspace, size_t workspace_bytes, bool allow_tf32);
+  LinearLayers(cublasLtHandle_t handle, cudaEvent_t start, cudaEvent_t stop, void* workspace,
+               size_t workspace_bytes, const Options& options);
+
+  // The heuristic's algorithm for `call`'s bucket, or the fastest of its first candidates run on
+  // `call`'s operands (which end up holding some candidate's result: the caller runs it again).
+  absl::StatusOr<cublasLtMatmulAlgo_t> ChooseAlgorithm(const LinearCall& call, const ShapeKey& key,
+                                                       const MatmulDescriptors& exact,
+                                                       cudaStream_t stream);
+  absl::Status Launch(const LinearCall& call, const MatmulDescriptors& descriptors,
+                      const cublasLtMatmulAlgo_t& algorithm, cudaStream_t stream);
 
   cublasLtHandle_t handle_;
+  cudaEvent_t start_;  // Timing the candidates.
+  cudaEvent_t stop_;
   void* workspace_;
   size_t workspace_bytes_;
-  bool allow_tf32_;
+  Options options_;
   absl::flat_hash_map<ShapeKey, cublasLtMatmulAlgo_t> algorithms_;  // By token-count bucket.
   // Descriptors by exact shape (m_bucket holds the exact m): building them costs more host time
   // than launching a small GEMM, and serving repeats shapes.

@@ -34,6 +34,12 @@ ABSL_FLAG(int, parity_hidden_count, 8, "Pairs whose last hidden states are writt
 ABSL_FLAG(std::string, parity_prefix, "",
           "Write PREFIX.ours_<fp16|fp32>.f32 (logits) and PREFIX.ours_hidden_<...>.f32 (raw "
           "little-endian float32, row-major) in --dtype and in fp32.");
+ABSL_FLAG(bool, mnli, true, "Time the MNLI-like set (whole-set seconds, tokens/s, split).");
+ABSL_FLAG(int, single_runs, 60,
+          "Runs of the one 128-token sequence (the first 10 warm up; fewer runs: all timed). "
+          "Small values suit profilers such as ncu.");
+ABSL_FLAG(int, gemm_timed_candidates, dflash::cuda::CudaEngine::Options{}.gemm_timed_candidates,
+          "cuBLASLt candidates timed per GEMM shape bucket (<= 1: the heuristic's first choice).");
 ABSL_FLAG(bool, long_sequences, true, "Also time one 8192- and one 32768-token sequence.");
 ABSL_FLAG(std::string, json, "", "Write the results as JSON to this file.");
 
@@ -86,6 +92,7 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> MakeEngine(const std::string& dir,
   CudaEngine::Options options;
   options.dtype = dtype;
   options.max_batch_tokens = max_tokens;
+  options.gemm_timed_candidates = absl::GetFlag(FLAGS_gemm_timed_candidates);
   return CudaEngine::Create(*std::move(checkpoint), options);
 }
 
@@ -223,6 +230,7 @@ int main(int argc, char** argv) {
     result["engine"] = {{"device", (*engine)->Info().device},
                         {"weight_bytes", (*engine)->Info().weight_bytes}};
     for (int tokens : {budget, 65536}) {
+      if (!absl::GetFlag(FLAGS_mnli)) break;
       const std::vector<PackedBatch> batches = Pack(*pairs, 0, pairs->size(), tokens);
       if (absl::StatusOr<double> warm = TimePass(**engine, batches); !warm.ok()) {
         return Fail(warm.status());
@@ -268,15 +276,41 @@ int main(int argc, char** argv) {
     PackedBatch single;
     single.Append(ids);
     std::vector<double> ms;
-    for (int i = 0; i < 60; ++i) {
+    const int runs = std::max(1, absl::GetFlag(FLAGS_single_runs));
+    const int warmup = runs > 20 ? 10 : 0;
+    for (int i = 0; i < runs; ++i) {
       const auto start = Clock::now();
       absl::StatusOr<dflash::BatchOutput> output = (*engine)->Run(single, dflash::RunOptions{});
       if (!output.ok()) return Fail(output.status());
-      if (i >= 10)
+      if (i >= warmup)
         ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
     }
     result["single_128"] = {{"ms", Median(ms)}};
     std::cerr << "one 128-token sequence: " << Median(ms) << " ms\n";
+    {
+      // Device time per stage of one direct (graph-free) 128-token forward, the median of 20:
+      // where the lone request's time goes.
+      absl::StatusOr<std::unique_ptr<dflash::cuda::StageTimer>> timer =
+          dflash::cuda::StageTimer::Create(512);
+      if (!timer.ok()) return Fail(timer.status());
+      using dflash::cuda::StageTimer;
+      std::vector<double> gemm, attention, other;
+      (*engine)->set_stage_timer(timer->get());
+      for (int i = 0; i < 20; ++i) {
+        (*timer)->Reset();
+        absl::StatusOr<dflash::BatchOutput> output = (*engine)->Run(single, dflash::RunOptions{});
+        if (!output.ok()) return Fail(output.status());
+        gemm.push_back((*timer)->milliseconds(StageTimer::kGemm));
+        attention.push_back((*timer)->milliseconds(StageTimer::kAttention));
+        other.push_back((*timer)->milliseconds(StageTimer::kOther));
+      }
+      (*engine)->set_stage_timer(nullptr);
+      result["single_128"]["direct_split"] = {{"gemm_ms", Median(gemm)},
+                                              {"attention_ms", Median(attention)},
+                                              {"other_ms", Median(other)}};
+      std::cerr << "one 128-token sequence, direct launches, device time per stage: "
+                << result["single_128"]["direct_split"].dump() << "\n";
+    }
     if (!absl::GetFlag(FLAGS_parity_prefix).empty()) {
       absl::Status status = WriteParity(**engine, *pairs, absl::GetFlag(FLAGS_parity_count),
                                         absl::GetFlag(FLAGS_parity_hidden_count),

@@ -110,9 +110,9 @@ absl::Status Version(const YAML::Node& node, absl::string_view path, const Error
 absl::StatusOr<kernels::AttentionKernelConfig> ParseConfig(const YAML::Node& node,
                                                            absl::string_view path,
                                                            const Errors& errors) {
-  DFLASH_RETURN_IF_ERROR(CheckKeys(node, path,
-                                   {"windows", "min_blocks_per_sm", "block_m", "block_n", "warps"},
-                                   {"windows", "min_blocks_per_sm"}, errors));
+  DFLASH_RETURN_IF_ERROR(CheckKeys(
+      node, path, {"windows", "min_blocks_per_sm", "block_m", "block_n", "warps", "key_groups"},
+      {"windows", "min_blocks_per_sm"}, errors));
   kernels::AttentionKernelConfig config;
   const YAML::Node windows = node["windows"];
   if (windows.IsScalar() && windows.Scalar() == "tables") {
@@ -135,6 +135,14 @@ absl::StatusOr<kernels::AttentionKernelConfig> ParseConfig(const YAML::Node& nod
     const std::string field_path = absl::StrCat(path, ".", field.key);
     DFLASH_ASSIGN_OR_RETURN(*field.value, Int(value, field_path, errors));
     if (*field.value < 1) return errors.At(value, field_path, "must be >= 1");
+  }
+  // Optional: absent (0) chooses at launch; 1 or 2 pins the key groups.
+  if (const YAML::Node value = node["key_groups"]) {
+    const std::string field_path = absl::StrCat(path, ".key_groups");
+    DFLASH_ASSIGN_OR_RETURN(config.key_groups, Int(value, field_path, errors));
+    if (config.key_groups < 0 || config.key_groups > 2) {
+      return errors.At(value, field_path, "must be 0 (automatic), 1 or 2");
+    }
   }
   return config;
 }
@@ -199,7 +207,10 @@ std::string Number(double value) { return absl::StrFormat("%.4g", value); }
 }  // namespace
 
 std::string ConfigLabel(const kernels::AttentionKernelConfig& config) {
-  return absl::StrCat(kernels::AttentionWindowsName(config.windows), "/", config.min_blocks_per_sm);
+  std::string label =
+      absl::StrCat(kernels::AttentionWindowsName(config.windows), "/", config.min_blocks_per_sm);
+  if (config.key_groups != 0) absl::StrAppend(&label, "/kg", config.key_groups);
+  return label;
 }
 
 const ProfileEntry* TuningProfile::Find(const AttentionFamily& family) const {
@@ -285,7 +296,8 @@ std::string FormatTuningProfile(const TuningProfile& profile, absl::string_view 
     absl::StrAppend(&text, "  - family: ", FamilyKey(entry.family), "\n");
     absl::StrAppend(&text, "    config: {windows: ", kernels::AttentionWindowsName(c.windows),
                     ", min_blocks_per_sm: ", c.min_blocks_per_sm, ", block_m: ", c.block_m,
-                    ", block_n: ", c.block_n, ", warps: ", c.warps, "}\n");
+                    ", block_n: ", c.block_n, ", warps: ", c.warps,
+                    c.key_groups != 0 ? absl::StrCat(", key_groups: ", c.key_groups) : "", "}\n");
     if (entry.ms) absl::StrAppend(&text, "    ms: ", Number(*entry.ms), "\n");
     if (entry.heuristic_ms) {
       absl::StrAppend(&text, "    heuristic_ms: ", Number(*entry.heuristic_ms), "\n");

@@ -6,7 +6,8 @@
 // classifies it (shared/KERNELS.md 2.8):
 //   saturated (every delta >= hi_threshold, or every delta <= lo_threshold): one slot s for the
 //     whole tile, bias[i,j] = c_i + p_j with c_i = C2P[h, i, s] and p_j = P2C[h, j, s] staged in
-//     shared memory;
+//     shared memory; p_j is the initial value of the Q K^T accumulators and c_i joins the
+//     exponent's per-row offset, so the element loop is FlashAttention-2's;
 //   band (otherwise): the C2P rows of the tile's queries and the P2C rows of its keys, restricted
 //     to the window of slots the tile's deltas reach (<= 127 of them), are copied into shared
 //     memory next to K and V, and bias[i,j] = C2P_win[i, idx(i-j)] + P2C_win[j, idx(i-j)]. In
@@ -62,25 +63,45 @@ struct AttentionTraits {
   // query row (float); the slot table. K and V are not double-buffered: measured on the H200,
   // the extra 36 KB cost a resident CTA per SM and ran 1.35x slower at L = 8192 than waiting for
   // each tile with three CTAs per SM.
-  static constexpr int kSharedBytes =
-      (3 * kTileElements + 2 * kBiasRegionElements) * static_cast<int>(sizeof(Element)) +
-      (kBlockN + 2 * kBlockM) * static_cast<int>(sizeof(float)) +
-      (2 * kSharedLutBand + 1) * static_cast<int>(sizeof(int16_t));
+  // With key groups (below), each group of kWarps warps has its own K, V, bias regions and
+  // column terms; Q, the row terms and the slot table are shared.
+  static constexpr int kQBytes = kTileElements * static_cast<int>(sizeof(Element));
+  static constexpr int kGroupBytes =
+      (2 * kTileElements + 2 * kBiasRegionElements) * static_cast<int>(sizeof(Element)) +
+      kBlockN * static_cast<int>(sizeof(float));
+  static constexpr int kCommonBytes = 2 * kBlockM * static_cast<int>(sizeof(float)) +
+                                      (2 * kSharedLutBand + 1) * static_cast<int>(sizeof(int16_t));
+  static constexpr int SharedBytes(int key_groups) {
+    return kQBytes + key_groups * kGroupBytes + kCommonBytes;
+  }
+  static constexpr int kSharedBytes = SharedBytes(1);
   static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks.
   static_assert(kBlockM == kBlockN, "tile loaders assume square tiles");
+  static_assert(kQBytes % 16 == 0 && kGroupBytes % 16 == 0,
+                "each group's tiles start 16-byte aligned (cp.async), column terms 8 (float2)");
   static_assert(kHeadDim % 16 == 0, "head dim must be a multiple of 16");
 };
 
+// This thread's index in its group of kKeyGroups (DisentangledAttentionKernel), read from
+// threadIdx.x at each use: a value held for the whole kernel costs the register-capped
+// computed-window kernel measurable time (5% at L = 1024).
+template <typename Traits, int kKeyGroups>
+__device__ __forceinline__ int ThreadInGroup() {
+  return static_cast<int>(kKeyGroups == 1 ? threadIdx.x : threadIdx.x % Traits::kThreads);
+}
+
 // Copies rows [row0, row0 + 64) of one head into a padded shared tile; rows past `rows` are zero.
-template <typename Traits>
+// The kThreads threads of one key group share the copies (kWholeCta: every thread of the CTA).
+template <typename Traits, int kKeyGroups, bool kWholeCta = false>
 __device__ __forceinline__ void LoadTile(typename Traits::Element* tile,
                                          const typename Traits::Element* base, int64_t row_stride,
                                          int row0, int rows) {
   // Not unrolled: the copies are issued while a tile's scores are live, where registers are
   // scarce.
 #pragma unroll 1
-  for (int chunk = threadIdx.x; chunk < Traits::kBlockM * Traits::kChunksPerRow;
-       chunk += Traits::kThreads) {
+  for (int chunk = kWholeCta ? static_cast<int>(threadIdx.x) : ThreadInGroup<Traits, kKeyGroups>();
+       chunk < Traits::kBlockM * Traits::kChunksPerRow;
+       chunk += Traits::kThreads * (kWholeCta ? kKeyGroups : 1)) {
     const int row = chunk / Traits::kChunksPerRow;
     const int column = (chunk % Traits::kChunksPerRow) * 8;
     const bool valid = row0 + row < rows;
@@ -93,14 +114,15 @@ __device__ __forceinline__ void LoadTile(typename Traits::Element* tile,
 // Copies PosK / PosQ rows (slots) [first_slot, first_slot + rows) of one head (rows <=
 // kComputedWindow) into a padded shared tile [kComputedWindow, d]; slots at or past `slots` are
 // zero (never read).
-template <typename Traits>
+template <typename Traits, int kKeyGroups>
 __device__ __forceinline__ void LoadPositionWindow(typename Traits::Element* tile,
                                                    const typename Traits::Element* base,
                                                    int64_t row_stride, int first_slot, int rows,
                                                    int slots) {
   // Not unrolled: it runs while a tile's scores are live, where registers are scarce.
 #pragma unroll 1
-  for (int chunk = threadIdx.x; chunk < rows * Traits::kChunksPerRow; chunk += Traits::kThreads) {
+  for (int chunk = ThreadInGroup<Traits, kKeyGroups>(); chunk < rows * Traits::kChunksPerRow;
+       chunk += Traits::kThreads) {
     const int row = chunk / Traits::kChunksPerRow;
     const int column = (chunk % Traits::kChunksPerRow) * 8;
     const bool valid = first_slot + row < slots;
@@ -190,7 +212,7 @@ __device__ __forceinline__ void StoreWindowRows(typename Traits::Element* window
 
 // Copies slots [window0, window0 + kSlotWindow) of table rows first_row .. first_row + 63 (rows
 // past `last_row` repeat it: their values are never used) into a [64, kSlotWindow] window.
-template <typename Traits>
+template <typename Traits, int kKeyGroups>
 __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
                                            const typename Traits::Element* table, int64_t row0,
                                            int first_row, int last_row, int slot_stride,
@@ -198,7 +220,8 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
   constexpr int kChunks = kSlotWindow / 8;
   // Not unrolled: it runs while a tile's scores are live, where registers are scarce.
 #pragma unroll 1
-  for (int chunk = threadIdx.x; chunk < Traits::kBlockM * kChunks; chunk += Traits::kThreads) {
+  for (int chunk = ThreadInGroup<Traits, kKeyGroups>(); chunk < Traits::kBlockM * kChunks;
+       chunk += Traits::kThreads) {
     const int row = chunk / kChunks;
     const int column = (chunk % kChunks) * 8;
     const int64_t table_row = row0 + min(first_row + row, last_row);
@@ -213,9 +236,14 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
 // span <= kComputedWindow.
 // kMinBlocks: the resident CTAs per SM the register budget is capped for (AttentionKernelConfig::
 // min_blocks_per_sm; the Traits' kMinBlocksPerSm* are the defaults the heuristic picks).
-template <typename Traits, bool kComputeWindows, int kMinBlocks>
-__global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
+// kKeyGroups: groups of kWarps warps that split the key tiles of the CTA's 64 query rows
+// (group g takes tiles g, g + kKeyGroups, ...; each its own shared buffers and named barrier)
+// and merge their softmax states at the end, as split-KV decoding does across CTAs: for batches
+// too small to fill the GPU (one short sequence), where a CTA's latency is the kernel's.
+template <typename Traits, bool kComputeWindows, int kMinBlocks, int kKeyGroups>
+__global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     DisentangledAttentionKernel(const AttentionParams<typename Traits::Element> params) {
+  static_assert(kKeyGroups == 1 || kKeyGroups == 2, "one or two key groups");
   static_assert(!kComputeWindows || Traits::kCanComputeWindows, "bias region too small");
   using Element = typename Traits::Element;
   using MmaOp = Mma<Element>;
@@ -240,17 +268,30 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
   const int m0 = m_block * Traits::kBlockM;
   if (m0 >= seqlen) return;
 
+  // This thread's key group (its index in it: ThreadInGroup).
+  const int key_group = kKeyGroups == 1 ? 0 : static_cast<int>(threadIdx.x / Traits::kThreads);
   extern __shared__ __align__(16) unsigned char shared_bytes[];
   Element* sQ = reinterpret_cast<Element*>(shared_bytes);
-  Element* sK = sQ + Traits::kTileElements;
+  unsigned char* group_bytes = shared_bytes + Traits::kQBytes + key_group * Traits::kGroupBytes;
+  Element* sK = reinterpret_cast<Element*>(group_bytes);
   Element* sV = sK + Traits::kTileElements;
   Element* sC2P = sV + Traits::kTileElements;
   Element* sP2C = sC2P + Traits::kBiasRegionElements;
   float* sPSaturated = reinterpret_cast<float*>(sP2C + Traits::kBiasRegionElements);
-  float* sCSaturated = sPSaturated + kN;  // [2][kBlockM]: slot_hi, then slot_lo.
+  unsigned char* common_bytes = shared_bytes + Traits::kQBytes + kKeyGroups * Traits::kGroupBytes;
+  float* sCSaturated = reinterpret_cast<float*>(common_bytes);  // [2][kBlockM]: hi, then lo.
   int16_t* sLut = reinterpret_cast<int16_t*>(sCSaturated + 2 * Traits::kBlockM);
-  const int warp = threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
+  // The group's barrier inside the key loop (barrier 0, __syncthreads, spans the CTA).
+  auto group_sync = [&]() {
+    if constexpr (kKeyGroups == 1) {
+      __syncthreads();
+    } else {
+      asm volatile("bar.sync %0, %1;" ::"r"(1 + key_group), "r"(Traits::kThreads) : "memory");
+    }
+  };
+  const int warp =
+      static_cast<int>(kKeyGroups == 1 ? threadIdx.x / 32 : threadIdx.x / 32 % Traits::kWarps);
+  const int lane = static_cast<int>(threadIdx.x % 32);
   const int group = lane / 4;
   const int quad = lane % 4;
 
@@ -260,7 +301,7 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
       params.k + static_cast<int64_t>(seq_start) * params.k_row_stride + head * D;
   const Element* v_base =
       params.v + static_cast<int64_t>(seq_start) * params.v_row_stride + head * D;
-  LoadTile<Traits>(sQ, q_base, params.q_row_stride, m0, seqlen);
+  LoadTile<Traits, kKeyGroups, true>(sQ, q_base, params.q_row_stride, m0, seqlen);
   CpAsyncCommit();
 
   // The slot table in shared memory when it is small (v3: band 512, 1025 entries), at [delta +
@@ -274,7 +315,8 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
     const int reach = (seqlen + kN - 1) / kN * kN;
     const int first = max(0, m0 - reach + 1 + params.band);
     const int last = min(2 * params.band, m0 + Traits::kBlockM - 1 + params.band);
-    for (int i = first + static_cast<int>(threadIdx.x); i <= last; i += Traits::kThreads) {
+    for (int i = first + static_cast<int>(threadIdx.x); i <= last;
+         i += Traits::kThreads * kKeyGroups) {
       sLut[i] = static_cast<int16_t>(params.lut[i]);
     }
   }
@@ -345,50 +387,55 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
   };
 
   // Asynchronous copies of key tile n0's K rows and bias operands (C2P/P2C windows of a band
-  // tile), and of its V rows. The saturated column term p_j = P2C[h, j, s] * scale_log2 is read
+  // tile), and of its V rows. The saturated column term p_j = P2C[h, j, s] (unscaled) is read
   // into a register here and stored to shared memory by store_p_saturated once the current tile is
   // done with it.
   float p_saturated_next = 0.0f;
   auto issue_k_and_bias = [&](int n0) {
-    LoadTile<Traits>(sK, k_base, params.k_row_stride, n0, seqlen);
+    LoadTile<Traits, kKeyGroups>(sK, k_base, params.k_row_stride, n0, seqlen);
     const TileClass tile = classify(n0);
     if (kComputeWindows) {
       const int64_t head_column = static_cast<int64_t>(head) * D;
       const int rows = (tile.span + 15) / 16 * 16;  // Whole 16-slot MMA column pairs.
       if (has_c2p) {
-        LoadPositionWindow<Traits>(sC2P, params.pos_key + head_column, params.pos_row_stride,
-                                   tile.window0, rows, params.pos_rows);
+        LoadPositionWindow<Traits, kKeyGroups>(sC2P, params.pos_key + head_column,
+                                               params.pos_row_stride, tile.window0, rows,
+                                               params.pos_rows);
       }
       if (has_p2c) {
-        LoadPositionWindow<Traits>(sP2C, params.pos_query + head_column, params.pos_row_stride,
-                                   tile.window0, rows, params.pos_rows);
+        LoadPositionWindow<Traits, kKeyGroups>(sP2C, params.pos_query + head_column,
+                                               params.pos_row_stride, tile.window0, rows,
+                                               params.pos_rows);
       }
     } else if (has_positions && tile.fixed_slot < 0) {
       if (params.c2p != nullptr) {
-        LoadWindow<Traits>(sC2P, params.c2p, table_base, m0, seqlen - 1, params.slot_stride,
-                           tile.window0);
+        LoadWindow<Traits, kKeyGroups>(sC2P, params.c2p, table_base, m0, seqlen - 1,
+                                       params.slot_stride, tile.window0);
       }
       if (params.p2c != nullptr) {
-        LoadWindow<Traits>(sP2C, params.p2c, table_base, n0, seqlen - 1, params.slot_stride,
-                           tile.window0);
+        LoadWindow<Traits, kKeyGroups>(sP2C, params.p2c, table_base, n0, seqlen - 1,
+                                       params.slot_stride, tile.window0);
       }
-    } else if (has_positions && threadIdx.x < kN && params.p2c != nullptr) {
-      const int key = min(n0 + static_cast<int>(threadIdx.x), seqlen - 1);
-      p_saturated_next = ToFloat(params.p2c[(table_base + key) * params.slot_stride +
-                                            tile.fixed_slot - params.slot_base]) *
-                         params.scale_log2;
+    } else if (has_positions && ThreadInGroup<Traits, kKeyGroups>() < kN && params.p2c != nullptr) {
+      const int key = min(n0 + ThreadInGroup<Traits, kKeyGroups>(), seqlen - 1);
+      p_saturated_next = ToFloat(
+          params.p2c[(table_base + key) * params.slot_stride + tile.fixed_slot - params.slot_base]);
     }
   };
   auto store_p_saturated = [&]() {
-    if (!kComputeWindows && threadIdx.x < kN) sPSaturated[threadIdx.x] = p_saturated_next;
+    const int thread = ThreadInGroup<Traits, kKeyGroups>();
+    if (!kComputeWindows && thread < kN) sPSaturated[thread] = p_saturated_next;
   };
 
   // Software pipeline over key tiles, two barriers per tile (FlashAttention-2's order):
   //   KB(n), the K rows and bias operands of tile n, load during tile n-1's softmax and P V;
   //   V(n) loads during tile n's Q K^T and bias.
-  // Prologue: KB(0) follows Q (issued above); only Q is waited for here.
-  issue_k_and_bias(0);
-  store_p_saturated();
+  // Prologue: KB of the group's first tile follows Q (issued above); only Q is waited for here.
+  // (A group without tiles commits an empty copy group: the counts stay the same.)
+  if (kKeyGroups == 1 || key_group * kN < seqlen) {
+    issue_k_and_bias(key_group * kN);
+    store_p_saturated();
+  }
   CpAsyncCommit();
   CpAsyncWait<1>();
   __syncthreads();
@@ -415,14 +462,14 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
   float row_sum[2] = {0.0f, 0.0f};
 
   const int n_blocks = (seqlen + kN - 1) / kN;
-  for (int n_block = 0; n_block < n_blocks; ++n_block) {
+  for (int n_block = key_group; n_block < n_blocks; n_block += kKeyGroups) {
     const int n0 = n_block * kN;
-    const bool has_next = n_block + 1 < n_blocks;
+    const bool has_next = n_block + kKeyGroups < n_blocks;
     // KB(n) has landed and every thread's copies are visible; every warp is done with sV
     // (P V of tile n - 1): start V(n).
     CpAsyncWait<0>();
-    __syncthreads();
-    LoadTile<Traits>(sV, v_base, params.v_row_stride, n0, seqlen);
+    group_sync();
+    LoadTile<Traits, kKeyGroups>(sV, v_base, params.v_row_stride, n0, seqlen);
     CpAsyncCommit();
     const TileClass tile = classify(n0);
 
@@ -435,23 +482,33 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
       if (has_c2p) {
         ComputeWindowRows<Traits, true>(packed, q_fragments, sQ + warp * 16 * Traits::kRowStride,
                                         sC2P, pairs, lane);
-        __syncthreads();
+        group_sync();
         StoreWindowRows<Traits>(sC2P, packed, warp * 16, pairs, lane);
       }
       if (has_p2c) {
         ComputeWindowRows<Traits, true>(packed, q_fragments, sK + warp * 16 * Traits::kRowStride,
                                         sP2C, pairs, lane);
-        __syncthreads();
+        group_sync();
         StoreWindowRows<Traits>(sP2C, packed, warp * 16, pairs, lane);
       }
-      __syncthreads();
+      group_sync();
       load_q_fragments();
     }
 
-    // S = Q K^T: [16, 64] per warp.
+    // S = Q K^T: [16, 64] per warp, plus p_j on saturated tiles: the accumulators start at the
+    // column term (exact, in float32), so the bias costs no per-element instruction there.
     float s[kNTiles][4];
+    if (has_positions && tile.fixed_slot >= 0) {
 #pragma unroll
-    for (int t = 0; t < kNTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
+      for (int t = 0; t < kNTiles; ++t) {
+        const float2 p = *reinterpret_cast<const float2*>(sPSaturated + t * 8 + quad * 2);
+        s[t][0] = s[t][2] = p.x;
+        s[t][1] = s[t][3] = p.y;
+      }
+    } else {
+#pragma unroll
+      for (int t = 0; t < kNTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
+    }
 #pragma unroll
     for (int kk = 0; kk < kKSteps; ++kk) {
 #pragma unroll
@@ -465,28 +522,21 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
       }
     }
 
-    // Scores to the exp2 domain with the bias folded in: s <- s * scale + bias * scale. The tile
-    // class is uniform across the CTA, so each branch below runs without divergence; the
-    // per-element work is one FFMA (no positions), one LDS + FADD + FFMA (saturated), two LDS at
-    // compile-time offsets (linear band), or a table lookup and two LDS (band).
+    // Scores to the exp2 domain: exp2 argument = s * score_scale + row_offset. Plain and
+    // saturated tiles keep s unscaled and fold the scale (and, saturated, the row term c_i) into
+    // the exponent's FFMA, as FlashAttention-2 does; band tiles add C2P_win + P2C_win per element
+    // here (a table lookup and two LDS, or two LDS at compile-time offsets on linear tiles) and
+    // leave scale 1, offset 0. The tile class is uniform across the CTA: no divergence.
     const float scale = params.scale_log2;
+    float score_scale = 1.0f;
+    float row_offset[2] = {0.0f, 0.0f};
     if (!has_positions) {
-#pragma unroll
-      for (int t = 0; t < kNTiles; ++t) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[t][e] *= scale;
-      }
+      score_scale = scale;
     } else if (tile.fixed_slot >= 0) {
       const float* c_saturated = sCSaturated + (tile.high ? 0 : Traits::kBlockM);
-      const float row_term[2] = {c_saturated[row_local[0]], c_saturated[row_local[1]]};
-#pragma unroll
-      for (int t = 0; t < kNTiles; ++t) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int column = t * 8 + quad * 2 + (e % 2);
-          s[t][e] = fmaf(s[t][e], scale, row_term[e / 2] + sPSaturated[column]);
-        }
-      }
+      score_scale = scale;
+      row_offset[0] = c_saturated[row_local[0]];
+      row_offset[1] = c_saturated[row_local[1]];
     } else if (tile.linear) {
       // Window slot of element (row i, key j) = slot_zero + (i - j) - slot_base - window0: with
       // j = n0 + 8t + 2 quad + e, the row part is per thread and the column part compile-time,
@@ -544,9 +594,9 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
     // V(n) has landed; every warp is done with sK and the bias operands of this tile: start
     // the next tile's.
     CpAsyncWait<0>();
-    __syncthreads();
+    group_sync();
     if (has_next) {
-      issue_k_and_bias(n0 + kN);
+      issue_k_and_bias(n0 + kKeyGroups * kN);
       CpAsyncCommit();
     }
 
@@ -559,6 +609,8 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
         tile_max = fmaxf(tile_max, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
+      // score_scale > 0, so the maximum commutes with the affine map (and -inf stays -inf).
+      tile_max = fmaf(tile_max, score_scale, row_offset[r]);
       const float new_max = fmaxf(row_max[r], tile_max);
       // A row with no valid key so far keeps max -inf; exponentiate against 0 to avoid NaN.
       const float reference = new_max == -INFINITY ? 0.0f : new_max;
@@ -570,10 +622,11 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
         o[t][2 * r] *= correction;
         o[t][2 * r + 1] *= correction;
       }
+      const float offset = row_offset[r] - reference;
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) {
-        s[t][2 * r] = FastExp2(s[t][2 * r] - reference);
-        s[t][2 * r + 1] = FastExp2(s[t][2 * r + 1] - reference);
+        s[t][2 * r] = FastExp2(fmaf(s[t][2 * r], score_scale, offset));
+        s[t][2 * r + 1] = FastExp2(fmaf(s[t][2 * r + 1], score_scale, offset));
         row_sum[r] += s[t][2 * r] + s[t][2 * r + 1];
       }
     }
@@ -599,6 +652,53 @@ __global__ void __launch_bounds__(Traits::kThreads, kMinBlocks)
     // The next saturated column term (read since the barrier above, where every warp was done
     // with this tile's) goes to shared memory; the next iteration's first barrier publishes it.
     if (has_next) store_p_saturated();
+  }
+
+  if constexpr (kKeyGroups == 2) {
+    // Merge group 1's state into group 0's: the two threads at the same index in their groups
+    // own the same rows and output columns. m = max(m0, m1); O = O0 2^(m0 - m) + O1 2^(m1 - m),
+    // l likewise (exp2 domain; a group that saw no valid key has m = -inf and weight 0). The
+    // state passes through group 1's buffers, value-major ([value][thread]: no bank conflicts).
+    constexpr int kValues = kDTiles * 4 + 4;
+    static_assert(kValues * Traits::kThreads * sizeof(float) <= Traits::kGroupBytes,
+                  "merge state fits group 1's buffers");
+    float* exchange =
+        reinterpret_cast<float*>(shared_bytes + Traits::kQBytes + Traits::kGroupBytes);
+    const int thread = ThreadInGroup<Traits, kKeyGroups>();
+    __syncthreads();  // Every group is done with its buffers.
+    if (key_group == 1) {
+#pragma unroll
+      for (int t = 0; t < kDTiles; ++t) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) exchange[(t * 4 + e) * Traits::kThreads + thread] = o[t][e];
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        exchange[(kDTiles * 4 + r) * Traits::kThreads + thread] = row_max[r];
+        exchange[(kDTiles * 4 + 2 + r) * Traits::kThreads + thread] = row_sum[r];
+      }
+    }
+    __syncthreads();
+    if (key_group == 1) return;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float other_max = exchange[(kDTiles * 4 + r) * Traits::kThreads + thread];
+      const float other_sum = exchange[(kDTiles * 4 + 2 + r) * Traits::kThreads + thread];
+      const float merged = fmaxf(row_max[r], other_max);
+      const float reference = merged == -INFINITY ? 0.0f : merged;
+      const float mine = FastExp2(row_max[r] - reference);
+      const float theirs = FastExp2(other_max - reference);
+      row_max[r] = merged;
+      row_sum[r] = row_sum[r] * mine + other_sum * theirs;
+#pragma unroll
+      for (int t = 0; t < kDTiles; ++t) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float other = exchange[(t * 4 + 2 * r + e) * Traits::kThreads + thread];
+          o[t][2 * r + e] = o[t][2 * r + e] * mine + other * theirs;
+        }
+      }
+    }
   }
 
   // Normalise and store the two rows of this thread.

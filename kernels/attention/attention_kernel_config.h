@@ -31,12 +31,17 @@ struct AttentionKernelConfig {
   // computed windows 3 (168 registers, no spills) or, at d = 64, 2 (uncapped, ~190 registers,
   // fewer reloads, one CTA per SM less).
   int min_blocks_per_sm = 2;
+  // Groups of `warps` warps splitting a CTA's key tiles (computed windows only; the groups
+  // merge their softmax states at the end): 0 chooses at launch, 2 when the grid would leave SMs
+  // idle (fewer 64-row blocks x heads than SMs: one short sequence), else 1; 1 or 2 pins it.
+  int key_groups = 0;
 };
 
 // nvcc compiles kernels/ as C++17: no defaulted comparison.
 inline bool operator==(const AttentionKernelConfig& a, const AttentionKernelConfig& b) {
   return a.block_m == b.block_m && a.block_n == b.block_n && a.warps == b.warps &&
-         a.windows == b.windows && a.min_blocks_per_sm == b.min_blocks_per_sm;
+         a.windows == b.windows && a.min_blocks_per_sm == b.min_blocks_per_sm &&
+         a.key_groups == b.key_groups;
 }
 inline bool operator!=(const AttentionKernelConfig& a, const AttentionKernelConfig& b) {
   return !(a == b);

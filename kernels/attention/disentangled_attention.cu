@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "kernels/attention/attention_fp32_kernel.cuh"
@@ -184,6 +185,34 @@ bool HasVariant(int head_dim, AttentionWindows windows, int min_blocks) {
   return false;
 }
 
+// Streaming multiprocessors of the current device (cached per device: queried once).
+int MultiprocessorCount() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> counts[kMaxDevices] = {};
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return 0;
+  int count = counts[device].load(std::memory_order_relaxed);
+  if (count == 0) {
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      return 0;
+    }
+    counts[device].store(count, std::memory_order_relaxed);
+  }
+  return count;
+}
+
+// The key groups a launch of `config` runs with: pinned, or (0) two when the grid of 64-row
+// blocks x heads x sequences leaves SMs idle and each block has at least two key tiles: then
+// one CTA's latency is the kernel's time, and two groups halve its serial chain of tiles.
+int KeyGroups(const AttentionProblem& p, const AttentionKernelConfig& config) {
+  if (config.windows != AttentionWindows::kComputed) return 1;
+  if (config.key_groups != 0) return config.key_groups;
+  const int longest = LongestSequence(p);
+  const int64_t blocks =
+      int64_t{(longest + 63) / 64} * p.num_heads * static_cast<int64_t>(p.num_sequences);
+  return longest > 64 && blocks <= MultiprocessorCount() ? 2 : 1;
+}
+
 AttentionKernelConfig ConfigFor(const AttentionProblem& p) {
   return p.config != nullptr ? *p.config : HeuristicAttentionConfig(p);
 }
@@ -242,14 +271,15 @@ AttentionParams<Element> TensorParams(const AttentionProblem& p) {
   return params;
 }
 
-template <int kHeadDim, typename Element, bool kComputeWindows, int kMinBlocks>
+template <int kHeadDim, typename Element, bool kComputeWindows, int kMinBlocks, int kKeyGroups = 1>
 cudaError_t LaunchTensorCore(AttentionParams<Element> params, int m_blocks, int num_sequences,
                              cudaStream_t stream) {
   using Traits = AttentionTraits<kHeadDim, Element>;
-  const auto kernel = DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks>;
-  if (Traits::kSharedBytes > 48 * 1024) {
-    const cudaError_t error = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Traits::kSharedBytes);
+  const auto kernel = DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks, kKeyGroups>;
+  constexpr int kShared = Traits::SharedBytes(kKeyGroups);
+  if (kShared > 48 * 1024) {
+    const cudaError_t error =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
     if (error != cudaSuccess) return error;
   }
   // Sequences run along grid z, which holds at most 65535: larger batches (a rerank of many
@@ -258,18 +288,24 @@ cudaError_t LaunchTensorCore(AttentionParams<Element> params, int m_blocks, int 
   for (int first = 0; first < num_sequences; first += kMaxGridZ) {
     params.sequence_offset = first;
     const dim3 grid(m_blocks, params.num_heads, std::min(kMaxGridZ, num_sequences - first));
-    kernel<<<grid, Traits::kThreads, Traits::kSharedBytes, stream>>>(params);
+    kernel<<<grid, Traits::kThreads * kKeyGroups, kShared, stream>>>(params);
     if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
   }
   return cudaSuccess;
 }
 
-// The compiled variants (HasVariant lists the same set).
+// The compiled variants (HasVariant lists the same set). `key_groups` is resolved (1 or 2).
 template <typename Element>
-cudaError_t LaunchHalf(const AttentionKernelConfig& config, int head_dim,
+cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int head_dim,
                        const AttentionParams<Element>& params, int m_blocks, int sequences,
                        cudaStream_t stream) {
   const bool computed = config.windows == AttentionWindows::kComputed;
+  if (computed && key_groups == 2) {
+    // Two groups of 4 warps: 256 threads, one CTA per SM by design (uncapped registers).
+    return head_dim == 32
+               ? LaunchTensorCore<32, Element, true, 1, 2>(params, m_blocks, sequences, stream)
+               : LaunchTensorCore<64, Element, true, 1, 2>(params, m_blocks, sequences, stream);
+  }
   switch (head_dim) {
     case 32:
       return computed
@@ -344,7 +380,8 @@ cudaError_t ForwardHalf(const AttentionProblem& p, const AttentionKernelConfig& 
     }
   }
   const int m_blocks = (LongestSequence(p) + 63) / 64;
-  return LaunchHalf<Element>(config, p.head_dim, params, m_blocks, p.num_sequences, stream);
+  return LaunchHalf<Element>(config, KeyGroups(p, config), p.head_dim, params, m_blocks,
+                             p.num_sequences, stream);
 }
 
 cudaError_t ForwardFloat32(const AttentionProblem& p, cudaStream_t stream) {
@@ -393,6 +430,10 @@ cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
     return cudaErrorInvalidValue;
   }
   if (config.windows == AttentionWindows::kComputed && !CanComputeWindows(problem)) {
+    return cudaErrorInvalidValue;
+  }
+  if (config.key_groups < 0 || config.key_groups > 2 ||
+      (config.key_groups == 2 && config.windows != AttentionWindows::kComputed)) {
     return cudaErrorInvalidValue;
   }
   return HasVariant(problem.head_dim, config.windows, config.min_blocks_per_sm)

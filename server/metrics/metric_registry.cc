@@ -87,7 +87,16 @@ absl::Status Registry::Register(MetricType type, const std::string& name,
   return absl::OkStatus();
 }
 
+void Registry::AddCollectHook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(hooks_mutex_);
+  hooks_.push_back(std::move(hook));
+}
+
 std::vector<MetricFamilySnapshot> Registry::Collect() const {
+  {
+    std::lock_guard<std::mutex> hooks_lock(hooks_mutex_);
+    for (const std::function<void()>& hook : hooks_) hook();
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<MetricFamilySnapshot> snapshots;
   snapshots.reserve(families_.size());

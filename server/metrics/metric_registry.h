@@ -3,6 +3,7 @@
 // can replace this module without changing callers' model.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -34,7 +35,12 @@ class Registry {
                                                         std::vector<std::string> label_names,
                                                         std::vector<double> bucket_bounds);
 
-  // Families in registration order, each with its metrics sorted by label values.
+  // Runs before every Collect (in the collecting thread, in the order added), to set gauges
+  // that are read from elsewhere rather than updated as things happen (free device memory).
+  void AddCollectHook(std::function<void()> hook) ABSL_LOCKS_EXCLUDED(hooks_mutex_);
+
+  // Runs the collect hooks, then snapshots the families in registration order, each with its
+  // metrics sorted by label values.
   std::vector<MetricFamilySnapshot> Collect() const;
 
  private:
@@ -43,6 +49,9 @@ class Registry {
                         const std::vector<std::string>& label_names,
                         std::unique_ptr<FamilyBase> family) ABSL_LOCKS_EXCLUDED(mutex_);
 
+  // Held while hooks run, so that concurrent scrapes run them one at a time.
+  mutable std::mutex hooks_mutex_;
+  std::vector<std::function<void()>> hooks_ ABSL_GUARDED_BY(hooks_mutex_);
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<FamilyBase>> families_ ABSL_GUARDED_BY(mutex_);
   std::set<std::string> exposed_names_ ABSL_GUARDED_BY(mutex_);

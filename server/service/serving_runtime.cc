@@ -3,6 +3,10 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "engine/common/logging.h"
 #include "engine/common/read_file.h"
@@ -60,6 +64,27 @@ absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const Serv
                        engine.device, engine.dtype, model->max_input_length());
     DFLASH_RETURN_IF_ERROR(runtime->catalog_.Add(std::move(model)));
   }
+  // Free device memory moves while serving (other processes, allocators): every scrape reads it
+  // again. What the hook reads outlives its calls: the metrics endpoint, declared last in
+  // ServingRuntime, stops first.
+  std::vector<std::pair<std::string, const Engine*>> memory_sources;
+  for (const std::unique_ptr<ServedModel>& model : runtime->catalog_.models()) {
+    const std::vector<EngineInfo> infos = model->engine_infos();
+    for (int i = 0; i < model->scheduler().num_engines(); ++i) {
+      if (infos[static_cast<size_t>(i)].device_total_bytes == 0) continue;
+      memory_sources.emplace_back(infos[static_cast<size_t>(i)].device,
+                                  &model->scheduler().engine(i));
+    }
+  }
+  runtime->registry_.AddCollectHook(
+      [metrics = runtime->metrics_.get(), sources = std::move(memory_sources)] {
+        for (const auto& [device, engine] : sources) {
+          const int64_t free_bytes = engine->FreeDeviceBytes();
+          if (free_bytes >= 0) {
+            metrics->SetDeviceMemory(device, "free", static_cast<double>(free_bytes));
+          }
+        }
+      });
   runtime->pool_ = std::make_unique<WorkerPool>(config.worker_threads);
   runtime->pipeline_ = std::make_unique<InferencePipeline>(
       runtime->catalog_, *runtime->pool_, runtime->metrics_.get(), std::move(identity));

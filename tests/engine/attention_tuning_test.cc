@@ -178,6 +178,9 @@ TEST(TuningProfileTest, ErrorsNameFileLineAndKey) {
       {"    ms: 1.0", "    seconds: 1.0", "p.yaml:11: entries[0].seconds: unknown key"},
       {"min_blocks_per_sm: 3", "min_blocks_per_sm: 0",
        "p.yaml:10: entries[0].config.min_blocks_per_sm: must be >= 1"},
+      {"{windows: tables, min_blocks_per_sm: 2}",
+       "{windows: tables, min_blocks_per_sm: 2, key_groups: 3}",
+       "p.yaml:15: entries[1].config.key_groups: must be 0 (automatic), 1 or 2"},
       {"name: h200-test", "name: [h200", "p.yaml:"},
   };
   for (const Bad& bad : cases) {
@@ -223,6 +226,7 @@ TEST(TuningProfileTest, SaveWritesWhatLoadReads) {
   entry.family = *ParseFamilyKey("fp16/d64/padded/c2p+p2c/L256");
   entry.config.windows = AttentionWindows::kComputed;
   entry.config.min_blocks_per_sm = 2;
+  entry.config.key_groups = 2;  // Optional: written only when pinned.
   entry.ms = 0.25;
   profile.Put(entry);
   entry.ms = 0.2;
@@ -233,6 +237,7 @@ TEST(TuningProfileTest, SaveWritesWhatLoadReads) {
   ASSERT_EQ(loaded->entries.size(), 1u);
   EXPECT_DOUBLE_EQ(*loaded->entries[0].ms, 0.2);
   EXPECT_EQ(loaded->entries[0].config, entry.config);
+  EXPECT_EQ(loaded->entries[0].config.key_groups, 2);
   EXPECT_EQ(loaded->Find(entry.family), &loaded->entries[0]);
 }
 

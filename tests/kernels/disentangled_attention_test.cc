@@ -276,7 +276,8 @@ double Tolerance(DataType dtype) {
 
 std::string ConfigName(const kernels::AttentionKernelConfig& config) {
   return std::string(kernels::AttentionWindowsName(config.windows)) + "/" +
-         std::to_string(config.min_blocks_per_sm);
+         std::to_string(config.min_blocks_per_sm) +
+         (config.key_groups != 0 ? "/kg" + std::to_string(config.key_groups) : std::string());
 }
 
 // `config`: the variant to run (null: the heuristic's).
@@ -302,6 +303,18 @@ void CheckAgainstFloat64(const Case& c, const kernels::AttentionKernelConfig* co
             << (c.log_buckets ? "" : " no-buckets")
             << (config != nullptr ? " variant " + ConfigName(*config) : std::string())
             << " tokens=" << host.total << ": rel L2 " << error << ", lse " << lse_error << "\n";
+}
+
+// Computed windows with the key tiles of each CTA in one warp group and split over two, pinned
+// (AttentionKernelConfig::key_groups; at L <= 64 the second group has no tile).
+void CheckBothKeyGroupCounts(const Case& c) {
+  for (int groups : {1, 2}) {
+    kernels::AttentionKernelConfig config;
+    config.windows = kernels::AttentionWindows::kComputed;
+    config.min_blocks_per_sm = 3;
+    config.key_groups = groups;
+    CheckAgainstFloat64(c, &config);
+  }
 }
 
 class AttentionAccuracyTest : public testing::TestWithParam<std::tuple<DataType, int, Positions>> {
@@ -344,6 +357,8 @@ TEST_P(ComputedWindowsTest, ShortPackedLengthsMatchFloat64) {
   c.seed = static_cast<uint32_t>(1000 + c.head_dim * 31 + static_cast<int>(c.positions) * 7 +
                                  static_cast<int>(c.dtype));
   CheckAgainstFloat64(c);
+  // The automatic choice takes one key group for a batch this size: both, pinned.
+  CheckBothKeyGroupCounts(c);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -370,6 +385,26 @@ TEST(AttentionTest, SingleSequencesAndLengthOne) {
   Case ones;
   ones.lengths = {1, 1, 1, 5, 1};
   CheckAgainstFloat64(ones);
+}
+
+// One short sequence leaves most SMs idle: the automatic choice splits each CTA's key tiles over
+// two warp groups (odd and even tile counts, saturated tiles at 1000) and must match the
+// reference like the one-group kernel.
+TEST(AttentionTest, KeyGroupsOnSingleShortSequences) {
+  DFLASH_REQUIRE_GPU();
+  for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16}) {
+    for (int head_dim : {32, 64}) {
+      for (int length : {17, 64, 65, 128, 200, 1000}) {
+        Case c;
+        c.dtype = dtype;
+        c.head_dim = head_dim;
+        c.lengths = {length};
+        c.seed = static_cast<uint32_t>(300 + length + head_dim);
+        CheckAgainstFloat64(c);  // Automatic: two groups from 65 tokens.
+        CheckBothKeyGroupCounts(c);
+      }
+    }
+  }
 }
 
 TEST(AttentionTest, PlainClampedPositionsWithoutBuckets) {
@@ -689,6 +724,16 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   computed.min_blocks_per_sm = 3;
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaSuccess);
   EXPECT_EQ(kernels::AttentionCandidateConfigs(problem).size(), 2u);
+  computed.key_groups = 2;  // Two key groups: computed windows only, at most two.
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaSuccess);
+  computed.key_groups = 3;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
+  computed.key_groups = 0;
+  bad = kernels::AttentionKernelConfig{};
+  bad.key_groups = 2;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
+  bad.key_groups = 1;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaSuccess);
   computed.windows = static_cast<AttentionWindows>(7);  // Not a window mode.
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
   computed.windows = AttentionWindows::kComputed;

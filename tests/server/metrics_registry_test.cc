@@ -99,6 +99,30 @@ TEST(FamilyTest, WithLabelsReturnsTheSameMetric) {
   EXPECT_EQ((*b)->Value(), 0.0);
 }
 
+// Gauges read from elsewhere (free device memory) are set by hooks that every Collect runs
+// first: each scrape sees the value of its own moment.
+TEST(RegistryTest, CollectRunsItsHooksFirst) {
+  Registry registry;
+  auto family = registry.AddGaugeFamily("free_bytes", "h", {"device"});
+  ASSERT_TRUE(family.ok());
+  auto gauge = (*family)->WithLabels({"gpu0"});
+  ASSERT_TRUE(gauge.ok());
+  double reading = 100.0;
+  registry.AddCollectHook([&] { (*gauge)->Set(reading); });
+  int second_hook_calls = 0;
+  registry.AddCollectHook([&] { ++second_hook_calls; });
+  auto collected_value = [&] {
+    const std::vector<MetricFamilySnapshot> snapshots = registry.Collect();
+    EXPECT_EQ(snapshots.size(), 1u);
+    EXPECT_EQ(snapshots[0].metrics.size(), 1u);
+    return snapshots.empty() || snapshots[0].metrics.empty() ? -1.0 : snapshots[0].metrics[0].value;
+  };
+  EXPECT_EQ(collected_value(), 100.0);
+  reading = 42.0;
+  EXPECT_EQ(collected_value(), 42.0);
+  EXPECT_EQ(second_hook_calls, 2);
+}
+
 TEST(CounterTest, RejectsNegativeAndNaNIncrements) {
   Counter counter;
   EXPECT_TRUE(counter.Increment().ok());
