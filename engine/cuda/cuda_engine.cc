@@ -273,13 +273,14 @@ EngineInfo CudaEngine::Info() const {
 }
 
 int64_t CudaEngine::FreeDeviceBytes() const {
-  // The calling thread's current device changes; the engine's worker sets its own per batch.
+  // Called from other threads (metrics scrapes): their current device is restored.
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess) return -1;
   size_t free_bytes = 0, total_bytes = 0;
-  if (cudaSetDevice(options_.device) != cudaSuccess ||
-      cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
-    return -1;
-  }
-  return static_cast<int64_t>(free_bytes);
+  const bool read = cudaSetDevice(options_.device) == cudaSuccess &&
+                    cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+  cudaSetDevice(previous);
+  return read ? static_cast<int64_t>(free_bytes) : -1;
 }
 
 absl::Status CudaEngine::Linear(const DeviceLinear& layer, const void* x, int64_t rows, void* y,

@@ -206,7 +206,13 @@ absl::Status LinearLayers::Run(const LinearCall& call, cudaStream_t stream) {
                             ChooseAlgorithm(call, key, descriptors, stream));
     cached = algorithms_.emplace(key, algorithm).first;
   }
-  return Launch(call, descriptors, cached->second, stream);
+  const absl::Status launched = Launch(call, descriptors, cached->second, stream);
+  if (launched.ok()) return launched;
+  // The bucket's algorithm was chosen at one token count of the bucket; should cuBLASLt refuse it
+  // at this one, the heuristic's first choice for the exact shape runs instead (not cached).
+  DFLASH_ASSIGN_OR_RETURN(const std::vector<cublasLtMatmulHeuristicResult_t> exact_choice,
+                          Candidates(call, call.m, alignment, 1));
+  return Launch(call, descriptors, exact_choice[0].algo, stream);
 }
 
 absl::Status LinearLayers::Launch(const LinearCall& call, const MatmulDescriptors& descriptors,
@@ -222,26 +228,34 @@ absl::Status LinearLayers::Launch(const LinearCall& call, const MatmulDescriptor
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<cublasLtMatmulHeuristicResult_t>> LinearLayers::Candidates(
+    const LinearCall& call, int64_t m, int alignment, int count) const {
+  MatmulDescriptors shape;
+  DFLASH_RETURN_IF_ERROR(shape.Build(call, m, options_.allow_tf32));
+  DFLASH_RETURN_IF_ERROR(shape.Prefer(workspace_bytes_, static_cast<uint32_t>(alignment)));
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(count));
+  int found = 0;
+  DFLASH_RETURN_IF_CUBLAS_ERROR(
+      cublasLtMatmulAlgoGetHeuristic(handle_, shape.op, shape.a, shape.b, shape.c, shape.d,
+                                     shape.preference, count, results.data(), &found),
+      "cublasLtMatmulAlgoGetHeuristic");
+  if (found == 0) {
+    return absl::InternalError(
+        absl::StrCat("cuBLASLt has no algorithm for a ", m, "x", call.n, "x", call.k, " GEMM"));
+  }
+  results.resize(static_cast<size_t>(found));
+  return results;
+}
+
 absl::StatusOr<cublasLtMatmulAlgo_t> LinearLayers::ChooseAlgorithm(const LinearCall& call,
                                                                    const ShapeKey& key,
                                                                    const MatmulDescriptors& exact,
                                                                    cudaStream_t stream) {
   // The heuristic sees the bucket's token count; the chosen algorithm serves every count in it.
-  MatmulDescriptors bucket;
-  DFLASH_RETURN_IF_ERROR(bucket.Build(call, key.m_bucket, options_.allow_tf32));
-  DFLASH_RETURN_IF_ERROR(bucket.Prefer(workspace_bytes_, static_cast<uint32_t>(key.alignment)));
-  std::vector<cublasLtMatmulHeuristicResult_t> results(
-      static_cast<size_t>(std::max(1, options_.timed_candidates)));
-  int found = 0;
-  DFLASH_RETURN_IF_CUBLAS_ERROR(
-      cublasLtMatmulAlgoGetHeuristic(handle_, bucket.op, bucket.a, bucket.b, bucket.c, bucket.d,
-                                     bucket.preference, static_cast<int>(results.size()),
-                                     results.data(), &found),
-      "cublasLtMatmulAlgoGetHeuristic");
-  if (found == 0) {
-    return absl::InternalError(absl::StrCat("cuBLASLt has no algorithm for a ", call.m, "x", call.n,
-                                            "x", call.k, " GEMM"));
-  }
+  DFLASH_ASSIGN_OR_RETURN(
+      const std::vector<cublasLtMatmulHeuristicResult_t> results,
+      Candidates(call, key.m_bucket, key.alignment, std::max(1, options_.timed_candidates)));
+  const int found = static_cast<int>(results.size());
   cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
   DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamIsCapturing(stream, &capturing), "cudaStreamIsCapturing");
   // Repeated runs on an in-place residual (Y == residual) would compound: not timed.

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -82,6 +83,10 @@ class LinearLayers {
   LinearLayers(cublasLtHandle_t handle, cudaEvent_t start, cudaEvent_t stop, void* workspace,
                size_t workspace_bytes, const Options& options);
 
+  // The heuristic's first `count` (at most) algorithms for `call` at `m` tokens; at least one.
+  absl::StatusOr<std::vector<cublasLtMatmulHeuristicResult_t>> Candidates(const LinearCall& call,
+                                                                          int64_t m, int alignment,
+                                                                          int count) const;
   // The heuristic's algorithm for `call`'s bucket, or the fastest of its first candidates run on
   // `call`'s operands (which end up holding some candidate's result: the caller runs it again).
   absl::StatusOr<cublasLtMatmulAlgo_t> ChooseAlgorithm(const LinearCall& call, const ShapeKey& key,

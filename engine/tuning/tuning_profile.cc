@@ -143,6 +143,9 @@ absl::StatusOr<kernels::AttentionKernelConfig> ParseConfig(const YAML::Node& nod
     if (config.key_groups < 0 || config.key_groups > 2) {
       return errors.At(value, field_path, "must be 0 (automatic), 1 or 2");
     }
+    if (config.key_groups == 2 && config.windows != kernels::AttentionWindows::kComputed) {
+      return errors.At(value, field_path, "2 needs windows: computed");
+    }
   }
   return config;
 }

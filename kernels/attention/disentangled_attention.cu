@@ -185,32 +185,31 @@ bool HasVariant(int head_dim, AttentionWindows windows, int min_blocks) {
   return false;
 }
 
-// Streaming multiprocessors of the current device (cached per device: queried once).
-int MultiprocessorCount() {
+// The current device's limits, cached per device (queried once; zeros when there is no device).
+AttentionDeviceLimits CurrentDeviceLimits() {
   constexpr int kMaxDevices = 64;
-  static std::atomic<int> counts[kMaxDevices] = {};
+  static std::atomic<int> multiprocessors[kMaxDevices] = {};
+  static std::atomic<int> shared_bytes[kMaxDevices] = {};
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return 0;
-  int count = counts[device].load(std::memory_order_relaxed);
-  if (count == 0) {
-    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      return 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return {};
+  int count = multiprocessors[device].load(std::memory_order_relaxed);
+  int shared = shared_bytes[device].load(std::memory_order_relaxed);
+  if (count == 0 || shared == 0) {
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
+            cudaSuccess) {
+      return {};
     }
-    counts[device].store(count, std::memory_order_relaxed);
+    multiprocessors[device].store(count, std::memory_order_relaxed);
+    shared_bytes[device].store(shared, std::memory_order_relaxed);
   }
-  return count;
+  return {count, static_cast<size_t>(shared)};
 }
 
-// The key groups a launch of `config` runs with: pinned, or (0) two when the grid of 64-row
-// blocks x heads x sequences leaves SMs idle and each block has at least two key tiles: then
-// one CTA's latency is the kernel's time, and two groups halve its serial chain of tiles.
-int KeyGroups(const AttentionProblem& p, const AttentionKernelConfig& config) {
-  if (config.windows != AttentionWindows::kComputed) return 1;
-  if (config.key_groups != 0) return config.key_groups;
-  const int longest = LongestSequence(p);
-  const int64_t blocks =
-      int64_t{(longest + 63) / 64} * p.num_heads * static_cast<int64_t>(p.num_sequences);
-  return longest > 64 && blocks <= MultiprocessorCount() ? 2 : 1;
+// Shared memory of the two-key-group kernel at `head_dim` (the same for both half types).
+size_t TwoGroupSharedBytes(int head_dim) {
+  return static_cast<size_t>(head_dim <= 32 ? AttentionTraits<32, __half>::SharedBytes(2)
+                                            : AttentionTraits<64, __half>::SharedBytes(2));
 }
 
 AttentionKernelConfig ConfigFor(const AttentionProblem& p) {
@@ -380,8 +379,14 @@ cudaError_t ForwardHalf(const AttentionProblem& p, const AttentionKernelConfig& 
     }
   }
   const int m_blocks = (LongestSequence(p) + 63) / 64;
-  return LaunchHalf<Element>(config, KeyGroups(p, config), p.head_dim, params, m_blocks,
-                             p.num_sequences, stream);
+  const AttentionDeviceLimits limits = CurrentDeviceLimits();
+  const int key_groups = AttentionKeyGroups(p, config, limits);
+  // A pinned two-group config on a device whose blocks cannot hold its shared memory.
+  if (key_groups == 2 && TwoGroupSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block) {
+    return cudaErrorInvalidValue;
+  }
+  return LaunchHalf<Element>(config, key_groups, p.head_dim, params, m_blocks, p.num_sequences,
+                             stream);
 }
 
 cudaError_t ForwardFloat32(const AttentionProblem& p, cudaStream_t stream) {
@@ -421,6 +426,21 @@ AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem) 
   return config;
 }
 
+int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelConfig& config,
+                       const AttentionDeviceLimits& limits) {
+  if (config.windows != AttentionWindows::kComputed) return 1;
+  if (config.key_groups != 0) return config.key_groups;
+  // Two groups halve a CTA's serial chain of key tiles when one CTA's latency is the kernel's
+  // time: the 64-row blocks x heads x sequences do not fill the SMs, each block has at least
+  // two key tiles, and the device's blocks hold the two groups' shared memory (not sm_86 / sm_89
+  // at d = 64: 122 KB against 99 KB).
+  const int longest = LongestSequence(problem);
+  const int64_t blocks = int64_t{(longest + 63) / 64} * problem.num_heads *
+                         static_cast<int64_t>(problem.num_sequences);
+  const bool fits = TwoGroupSharedBytes(problem.head_dim) <= limits.max_shared_bytes_per_block;
+  return longest > 64 && blocks <= limits.multiprocessors && fits ? 2 : 1;
+}
+
 cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
                                  const AttentionKernelConfig& config) {
   if (problem.dtype == DataType::kFloat32) {
@@ -436,6 +456,9 @@ cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
       (config.key_groups == 2 && config.windows != AttentionWindows::kComputed)) {
     return cudaErrorInvalidValue;
   }
+  // One two-group kernel per head dim (256 threads, one CTA per SM by design): it runs whatever
+  // register cap the config names (computed windows, so d <= 64, checked above).
+  if (config.key_groups == 2) return cudaSuccess;
   return HasVariant(problem.head_dim, config.windows, config.min_blocks_per_sm)
              ? cudaSuccess
              : cudaErrorInvalidValue;

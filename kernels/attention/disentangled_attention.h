@@ -89,6 +89,20 @@ struct AttentionProblem {
 // single variant: the default-constructed config.
 AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem);
 
+// What a launch adapts to on the current device.
+struct AttentionDeviceLimits {
+  int multiprocessors = 0;
+  size_t max_shared_bytes_per_block = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
+};
+
+// The key groups (AttentionKernelConfig::key_groups) a launch of `config` on `problem` runs with
+// on a device with `limits`: the pinned count, or, automatic (0) with computed windows, 2 when
+// the grid of 64-row blocks x heads x sequences does not fill the SMs, the longest sequence has
+// at least two key tiles and the two groups' shared memory fits a block; else 1. A pinned 2 that
+// does not fit makes the forward return cudaErrorInvalidValue.
+int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelConfig& config,
+                       const AttentionDeviceLimits& limits);
+
 // cudaSuccess when `config` names a variant this binary has and that can run `problem` (head dim,
 // position table, dtype); cudaErrorInvalidValue otherwise. Does not validate the problem itself.
 cudaError_t CheckAttentionConfig(const AttentionProblem& problem,

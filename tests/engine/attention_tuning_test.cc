@@ -25,6 +25,7 @@ using kernels::AttentionKernelConfig;
 using kernels::AttentionWindows;
 using kernels::DataType;
 using testing::HasSubstr;
+using testing::Not;
 
 ModelConfig V3Positions() {
   ModelConfig config;
@@ -181,6 +182,9 @@ TEST(TuningProfileTest, ErrorsNameFileLineAndKey) {
       {"{windows: tables, min_blocks_per_sm: 2}",
        "{windows: tables, min_blocks_per_sm: 2, key_groups: 3}",
        "p.yaml:15: entries[1].config.key_groups: must be 0 (automatic), 1 or 2"},
+      {"{windows: tables, min_blocks_per_sm: 2}",
+       "{windows: tables, min_blocks_per_sm: 2, key_groups: 2}",
+       "p.yaml:15: entries[1].config.key_groups: 2 needs windows: computed"},
       {"name: h200-test", "name: [h200", "p.yaml:"},
   };
   for (const Bad& bad : cases) {
@@ -239,6 +243,10 @@ TEST(TuningProfileTest, SaveWritesWhatLoadReads) {
   EXPECT_EQ(loaded->entries[0].config, entry.config);
   EXPECT_EQ(loaded->entries[0].config.key_groups, 2);
   EXPECT_EQ(loaded->Find(entry.family), &loaded->entries[0]);
+  EXPECT_THAT(FormatTuningProfile(*loaded, "header"), HasSubstr("key_groups: 2"));
+  // Automatic (0), the default, is not written.
+  loaded->entries[0].config.key_groups = 0;
+  EXPECT_THAT(FormatTuningProfile(*loaded, "header"), Not(HasSubstr("key_groups")));
 }
 
 TEST(ProfileMatchTest, ExactThenSameMajorToolkitElseNone) {

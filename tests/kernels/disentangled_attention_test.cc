@@ -388,8 +388,9 @@ TEST(AttentionTest, SingleSequencesAndLengthOne) {
 }
 
 // One short sequence leaves most SMs idle: the automatic choice splits each CTA's key tiles over
-// two warp groups (odd and even tile counts, saturated tiles at 1000) and must match the
-// reference like the one-group kernel.
+// two warp groups (odd and even tile counts; L <= 1024 computes windows, where every tile runs as
+// a band tile) and must match the reference like the one-group kernel. The padded-layout test
+// below runs two groups too (18 CTAs), with a sequence whose second group sees only masked keys.
 TEST(AttentionTest, KeyGroupsOnSingleShortSequences) {
   DFLASH_REQUIRE_GPU();
   for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16}) {
@@ -743,6 +744,41 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   problem.dtype = DataType::kFloat32;  // One variant: the default config.
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, kernels::AttentionKernelConfig{}), cudaSuccess);
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
+}
+
+// The launch's key-group rule (no device needed: the limits are given).
+TEST(AttentionConfigTest, KeyGroupsSplitOnlyGridsThatLeaveSmsIdle) {
+  const RelativePositionIndex index(V3Positions(true));
+  kernels::AttentionProblem problem = SizingProblem(index, 128, 128);  // One sequence, 12 heads.
+  kernels::AttentionKernelConfig computed;
+  computed.windows = kernels::AttentionWindows::kComputed;
+  computed.min_blocks_per_sm = 3;
+  const kernels::AttentionDeviceLimits h200{132, 232448};
+  const kernels::AttentionDeviceLimits ada{142, 101376};               // sm_89: 99 KB per block.
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, h200), 2);  // 24 CTAs on 132 SMs.
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, ada), 1);   // 122 KB do not fit.
+  problem.head_dim = 32;                                               // 98 KB do.
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, ada), 2);
+  problem.head_dim = 64;
+  problem.max_seqlen = 64;  // One key tile: nothing to split.
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, h200), 1);
+  problem.max_seqlen = 512;  // 8 blocks x 12 heads x 2 sequences = 192 CTAs: the SMs are full.
+  problem.num_sequences = 2;
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, h200), 1);
+  problem.num_sequences = 1;  // 96 CTAs.
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, h200), 2);
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, kernels::AttentionDeviceLimits{}), 1);
+  kernels::AttentionKernelConfig tables;  // Tables: one group always.
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, tables, h200), 1);
+  computed.key_groups = 1;  // Pinned counts hold.
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, h200), 1);
+  computed.key_groups = 2;
+  problem.num_sequences = 64;
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, h200), 2);
+  // Two groups run with any register cap the config names (one two-group kernel per head dim).
+  computed.min_blocks_per_sm = 2;
+  problem.head_dim = 32;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaSuccess);
 }
 
 TEST(AttentionConfigTest, ForwardRefusesAConfigThatDoesNotApply) {
