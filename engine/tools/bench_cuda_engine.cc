@@ -23,6 +23,7 @@
 #include "engine/cuda/cuda_engine.h"
 #include "engine/cuda/stage_timer.h"
 #include "engine/model/checkpoint.h"
+#include "engine/tuning/attention_family.h"
 
 ABSL_FLAG(std::string, model, "", "Checkpoint directory (config.json + model.safetensors).");
 ABSL_FLAG(std::string, pairs, "", "MNLI-like set: JSON Lines of {\"ids\": [...]} (required).");
@@ -201,17 +202,13 @@ int main(int argc, char** argv) {
     std::cerr << "dflash-bench-engine: --model and --pairs are required (see --help)\n";
     return 2;
   }
-  dflash::kernels::DataType dtype;
-  if (dtype_name == "fp16") {
-    dtype = dflash::kernels::DataType::kFloat16;
-  } else if (dtype_name == "bf16") {
-    dtype = dflash::kernels::DataType::kBFloat16;
-  } else if (dtype_name == "fp32") {
-    dtype = dflash::kernels::DataType::kFloat32;
-  } else {
-    std::cerr << "dflash-bench-engine: --dtype must be fp16, bf16 or fp32\n";
+  const absl::StatusOr<dflash::kernels::DataType> parsed =
+      dflash::tuning::ParseDataType(dtype_name);
+  if (!parsed.ok()) {
+    std::cerr << "dflash-bench-engine: --dtype: " << parsed.status().message() << "\n";
     return 2;
   }
+  const dflash::kernels::DataType dtype = *parsed;
   absl::StatusOr<std::vector<std::vector<int32_t>>> pairs = ReadPairs(absl::GetFlag(FLAGS_pairs));
   if (!pairs.ok()) return Fail(pairs.status());
   int64_t total_tokens = 0;

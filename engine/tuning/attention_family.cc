@@ -30,18 +30,6 @@ AttentionFamily FamilyOf(const kernels::AttentionProblem& problem) {
   return family;
 }
 
-const char* DataTypeName(kernels::DataType dtype) {
-  switch (dtype) {
-    case kernels::DataType::kFloat16:
-      return "fp16";
-    case kernels::DataType::kBFloat16:
-      return "bf16";
-    case kernels::DataType::kFloat32:
-      return "fp32";
-  }
-  return "?";
-}
-
 absl::StatusOr<kernels::DataType> ParseDataType(absl::string_view name) {
   if (name == "fp16") return kernels::DataType::kFloat16;
   if (name == "bf16") return kernels::DataType::kBFloat16;
@@ -65,7 +53,7 @@ const char* BiasName(AttentionBias bias) {
 }
 
 std::string FamilyKey(const AttentionFamily& family) {
-  return absl::StrCat(DataTypeName(family.dtype), "/d", family.head_dim, "/",
+  return absl::StrCat(kernels::DataTypeShortName(family.dtype), "/d", family.head_dim, "/",
                       family.padded ? "padded" : "packed", "/", BiasName(family.bias), "/L",
                       family.length_bucket);
 }

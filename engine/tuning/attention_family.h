@@ -40,7 +40,7 @@ AttentionFamily FamilyOf(const kernels::AttentionProblem& problem);
 std::string FamilyKey(const AttentionFamily& family);
 absl::StatusOr<AttentionFamily> ParseFamilyKey(absl::string_view key);
 
-const char* DataTypeName(kernels::DataType dtype);
+// The inverse of kernels::DataTypeShortName ("fp16", "bf16", "fp32").
 absl::StatusOr<kernels::DataType> ParseDataType(absl::string_view name);
 const char* BiasName(AttentionBias bias);
 

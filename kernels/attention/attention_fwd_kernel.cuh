@@ -32,6 +32,7 @@
 
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/mma_sm80.h"
+#include "kernels/common/element_conversion.cuh"
 
 namespace dflash::kernels {
 

@@ -82,8 +82,4 @@ __device__ __forceinline__ float FastExp2(float x) {
   return y;
 }
 
-__device__ __forceinline__ float ToFloat(__half x) { return __half2float(x); }
-__device__ __forceinline__ float ToFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float ToFloat(float x) { return x; }
-
 }  // namespace dflash::kernels

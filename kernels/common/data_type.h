@@ -6,4 +6,17 @@ namespace dflash::kernels {
 
 enum class DataType { kFloat16, kBFloat16, kFloat32 };
 
+// "fp16", "bf16" or "fp32": tuning-profile family keys, tool flags and test names.
+inline const char* DataTypeShortName(DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat16:
+      return "fp16";
+    case DataType::kBFloat16:
+      return "bf16";
+    case DataType::kFloat32:
+      break;
+  }
+  return "fp32";
+}
+
 }  // namespace dflash::kernels

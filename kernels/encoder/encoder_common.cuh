@@ -1,5 +1,5 @@
-// Device helpers shared by the encoder kernels (kernels/encoder/*.cu): element <-> float32
-// conversion, 16-byte vector loads and stores of any element type, warp and block reductions, and
+// Device helpers shared by the encoder kernels (kernels/encoder/*.cu): 16-byte vector loads and
+// stores of any element type (element_conversion.cuh converts), warp and block reductions, and
 // the host-side dtype dispatch. Internal to kernels/: the public headers need only the runtime API.
 #pragma once
 
@@ -10,38 +10,9 @@
 #include <cstdint>
 
 #include "kernels/common/data_type.h"
+#include "kernels/common/element_conversion.cuh"
 
 namespace dflash::kernels::encoder_detail {
-
-template <typename T>
-__device__ __forceinline__ float ToFloat(T value);
-template <>
-__device__ __forceinline__ float ToFloat<float>(float value) {
-  return value;
-}
-template <>
-__device__ __forceinline__ float ToFloat<__half>(__half value) {
-  return __half2float(value);
-}
-template <>
-__device__ __forceinline__ float ToFloat<__nv_bfloat16>(__nv_bfloat16 value) {
-  return __bfloat162float(value);
-}
-
-template <typename T>
-__device__ __forceinline__ T FromFloat(float value);
-template <>
-__device__ __forceinline__ float FromFloat<float>(float value) {
-  return value;
-}
-template <>
-__device__ __forceinline__ __half FromFloat<__half>(float value) {
-  return __float2half_rn(value);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float value) {
-  return __float2bfloat16_rn(value);
-}
 
 // Elements of T in one 16-byte access.
 template <typename T>

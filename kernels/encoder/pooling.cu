@@ -11,7 +11,6 @@ using encoder_detail::kVec16;
 using encoder_detail::LoadVec;
 using encoder_detail::StoreVec;
 using encoder_detail::TeamSum;
-using encoder_detail::ToFloat;
 
 constexpr float kNormEpsilon = 1e-12f;
 constexpr int kNormThreads = 256;

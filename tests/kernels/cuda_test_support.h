@@ -15,18 +15,8 @@
 
 namespace dflash::test {
 
-// "fp16", "bf16" or "fp32": test names and messages.
-inline const char* Name(kernels::DataType dtype) {
-  switch (dtype) {
-    case kernels::DataType::kFloat16:
-      return "fp16";
-    case kernels::DataType::kBFloat16:
-      return "bf16";
-    case kernels::DataType::kFloat32:
-      break;
-  }
-  return "fp32";
-}
+// Test names and messages: an overload beside the tests' own Name(...) helpers.
+inline const char* Name(kernels::DataType dtype) { return kernels::DataTypeShortName(dtype); }
 
 // Empty when a CUDA device is usable, else why not.
 inline std::string NoGpuReason() {
