@@ -546,7 +546,8 @@ absl::StatusOr<BatchOutput> CudaEngine::RunGraph(const PackedBatch& batch,
   auto found = graphs_.find(key);
   if (found == graphs_.end()) {
     // Choosing kernels (attention autotuning, timed GEMM algorithms) synchronises the stream,
-    // which capture forbids: one direct run of the bucket chooses them first.
+    // which capture forbids: one direct run of the bucket chooses them first. Its results are
+    // this batch's (capture runs nothing), so the new graph first runs for the next batch.
     DFLASH_RETURN_IF_ERROR(Enqueue(padded, options, in));
     DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "running the batch");
     DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
@@ -560,7 +561,8 @@ absl::StatusOr<BatchOutput> CudaEngine::RunGraph(const PackedBatch& batch,
     const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
     cudaGraphDestroy(graph);
     DFLASH_RETURN_IF_CUDA_ERROR(instantiated, "cudaGraphInstantiate");
-    found = graphs_.emplace(key, CudaGraph(exec)).first;
+    graphs_.emplace(key, CudaGraph(exec));
+    return Unpack(batch, padded, options);
   }
   DFLASH_RETURN_IF_CUDA_ERROR(cudaGraphLaunch(found->second.get(), stream_), "cudaGraphLaunch");
   DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "running the batch");
