@@ -3,8 +3,17 @@
 # small case, the benchmark and the SDPA ceiling, results joined into $OUT. Expects the carried
 # runtime folder from `scripts/collect-runtime.sh .carry build/bin/...`.
 #
-# Usage (on the GPU machine): bash bench/attention/run_on_gpu.sh
+# Usage (on the GPU machine): bash bench/attention/run_on_gpu.sh [--skip-tests]
+#   --skip-tests: only the benchmark and the SDPA ceiling (the tests and compute-sanitizer ran in
+#   an earlier call on the same build).
 set -uo pipefail
+skip_tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --skip-tests) skip_tests=1 ;;
+    *) echo "unknown argument $arg (usage: bash $0 [--skip-tests])" >&2; exit 2 ;;
+  esac
+done
 export LD_LIBRARY_PATH="$PWD/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/out}
@@ -12,6 +21,7 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 
+if (( ! skip_tests )); then
 echo "== kernel tests"
 # The whole log first, then a summary of it: `head` in the test's own pipe would end the test
 # run (SIGPIPE through tee) once its lines ran out.
@@ -26,6 +36,7 @@ for tool in memcheck racecheck; do
     > "$out/sanitizer_$tool.log" 2>&1
   echo "$tool exit $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"
 done
+fi
 
 echo "== benchmark"
 command="dflash-bench-attention --dtypes=bf16,fp16 --head_dims=64 + --head_dims=32,128 (bf16); sdpa_bench.py (same shapes)"

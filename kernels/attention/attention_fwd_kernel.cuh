@@ -91,24 +91,54 @@ __device__ __forceinline__ int ThreadInGroup() {
   return static_cast<int>(kKeyGroups == 1 ? threadIdx.x : threadIdx.x % Traits::kThreads);
 }
 
+// Copies source rows first_row .. first_row + rows - 1 (row stride `row_stride`) into rows 0 ..
+// rows - 1 of a padded shared tile, 16-byte chunks first_chunk, first_chunk + chunk_step, ...;
+// rows at or past `valid_rows` are zero. Rolled, each copy splitting its chunk index into row and
+// column: the fewest registers, for kernels at their register cap.
+template <typename Traits>
+__device__ __forceinline__ void CopyRowsByChunks(typename Traits::Element* tile,
+                                                 const typename Traits::Element* base,
+                                                 int64_t row_stride, int first_row, int rows,
+                                                 int valid_rows, int first_chunk, int chunk_step) {
+#pragma unroll 1
+  for (int chunk = first_chunk; chunk < rows * Traits::kChunksPerRow; chunk += chunk_step) {
+    const int row = chunk / Traits::kChunksPerRow;
+    const int column = (chunk % Traits::kChunksPerRow) * 8;
+    const bool valid = first_row + row < valid_rows;
+    const typename Traits::Element* source =
+        valid ? base + static_cast<int64_t>(first_row + row) * row_stride + column : base;
+    CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
+  }
+}
+
 // Copies rows [row0, row0 + 64) of one head into a padded shared tile; rows past `rows` are zero.
 // The kThreads threads of one key group share the copies (kWholeCta: every thread of the CTA).
-template <typename Traits, int kKeyGroups, bool kWholeCta = false>
+// kRowSteps: each thread copies the same 16-byte column of every kRowStep-th row, unrolled: no
+// per-copy division of a chunk index into row and column (with the 64-bit row product, the
+// rolled chunk loop was ~30% of the long-L table kernel's issued instructions, ncu). Otherwise
+// the rolled chunk loop, for the register-capped computed-window kernel, which spills with the
+// unrolled copies live next to a tile's scores.
+template <typename Traits, int kKeyGroups, bool kWholeCta = false, bool kRowSteps = true>
 __device__ __forceinline__ void LoadTile(typename Traits::Element* tile,
                                          const typename Traits::Element* base, int64_t row_stride,
                                          int row0, int rows) {
-  // Not unrolled: the copies are issued while a tile's scores are live, where registers are
-  // scarce.
-#pragma unroll 1
-  for (int chunk = kWholeCta ? static_cast<int>(threadIdx.x) : ThreadInGroup<Traits, kKeyGroups>();
-       chunk < Traits::kBlockM * Traits::kChunksPerRow;
-       chunk += Traits::kThreads * (kWholeCta ? kKeyGroups : 1)) {
-    const int row = chunk / Traits::kChunksPerRow;
-    const int column = (chunk % Traits::kChunksPerRow) * 8;
-    const bool valid = row0 + row < rows;
-    const typename Traits::Element* source =
-        valid ? base + static_cast<int64_t>(row0 + row) * row_stride + column : base;
-    CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
+  constexpr int kCopiers = Traits::kThreads * (kWholeCta ? kKeyGroups : 1);
+  const int thread =
+      kWholeCta ? static_cast<int>(threadIdx.x) : ThreadInGroup<Traits, kKeyGroups>();
+  if constexpr (kRowSteps) {
+    constexpr int kRowStep = kCopiers / Traits::kChunksPerRow;
+    static_assert(kCopiers % Traits::kChunksPerRow == 0 && Traits::kBlockM % kRowStep == 0,
+                  "whole rows per pass");
+    const int column = (thread % Traits::kChunksPerRow) * 8;
+#pragma unroll
+    for (int row = thread / Traits::kChunksPerRow; row < Traits::kBlockM; row += kRowStep) {
+      const bool valid = row0 + row < rows;
+      const typename Traits::Element* source =
+          valid ? base + static_cast<int64_t>(row0 + row) * row_stride + column : base;
+      CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
+    }
+  } else {
+    CopyRowsByChunks<Traits>(tile, base, row_stride, row0, Traits::kBlockM, rows, thread, kCopiers);
   }
 }
 
@@ -120,17 +150,9 @@ __device__ __forceinline__ void LoadPositionWindow(typename Traits::Element* til
                                                    const typename Traits::Element* base,
                                                    int64_t row_stride, int first_slot, int rows,
                                                    int slots) {
-  // Not unrolled: it runs while a tile's scores are live, where registers are scarce.
-#pragma unroll 1
-  for (int chunk = ThreadInGroup<Traits, kKeyGroups>(); chunk < rows * Traits::kChunksPerRow;
-       chunk += Traits::kThreads) {
-    const int row = chunk / Traits::kChunksPerRow;
-    const int column = (chunk % Traits::kChunksPerRow) * 8;
-    const bool valid = first_slot + row < slots;
-    const typename Traits::Element* source =
-        valid ? base + static_cast<int64_t>(first_slot + row) * row_stride + column : base;
-    CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
-  }
+  // Rolled: it runs while a tile's scores are live, where registers are scarce.
+  CopyRowsByChunks<Traits>(tile, base, row_stride, first_slot, rows, slots,
+                           ThreadInGroup<Traits, kKeyGroups>(), Traits::kThreads);
 }
 
 // One warp's 16 rows of a computed bias window: window[r, s] = A_r . Pos[s] for s < 16 * pairs
@@ -393,7 +415,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // done with it.
   float p_saturated_next = 0.0f;
   auto issue_k_and_bias = [&](int n0) {
-    LoadTile<Traits, kKeyGroups>(sK, k_base, params.k_row_stride, n0, seqlen);
+    LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(sK, k_base, params.k_row_stride, n0,
+                                                          seqlen);
     const TileClass tile = classify(n0);
     if (kComputeWindows) {
       const int64_t head_column = static_cast<int64_t>(head) * D;
@@ -470,7 +493,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // (P V of tile n - 1): start V(n).
     CpAsyncWait<0>();
     group_sync();
-    LoadTile<Traits, kKeyGroups>(sV, v_base, params.v_row_stride, n0, seqlen);
+    LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(sV, v_base, params.v_row_stride, n0,
+                                                          seqlen);
     CpAsyncCommit();
     const TileClass tile = classify(n0);
 
