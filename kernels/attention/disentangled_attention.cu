@@ -444,7 +444,8 @@ int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelCon
 cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
                                  const AttentionKernelConfig& config) {
   if (problem.dtype == DataType::kFloat32) {
-    return config == AttentionKernelConfig{} ? cudaSuccess : cudaErrorInvalidValue;
+    // The strict path has one kernel: only the heuristic's config names it.
+    return config == HeuristicAttentionConfig(problem) ? cudaSuccess : cudaErrorInvalidValue;
   }
   if (config.block_m != 64 || config.block_n != 64 || config.warps != 4) {
     return cudaErrorInvalidValue;

@@ -741,12 +741,43 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   problem.pos_key = problem.pos_query = nullptr;  // Nothing to compute windows of.
   computed.min_blocks_per_sm = 3;
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
-  problem.dtype = DataType::kFloat32;  // One variant: the default config.
+  problem.dtype = DataType::kFloat32;  // One variant: the heuristic's (the default config).
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, kernels::AttentionKernelConfig{}), cudaSuccess);
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
 }
 
 // The launch's key-group rule (no device needed: the limits are given).
+// Every problem the kernels take has a heuristic variant this binary runs, and every candidate
+// the tuner may try is one too: a register cap or default changed on one side only (Traits,
+// AttentionKernelConfig, HasVariant) fails here, on the host, rather than as "invalid argument"
+// on the GPU.
+TEST(AttentionConfigTest, HeuristicAndCandidatesAreCompiledVariants) {
+  const RelativePositionIndex index(V3Positions(true));
+  for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32}) {
+    for (int head_dim : {32, 64, 128}) {
+      for (int length : {1, 64, 1024, 1025, 8192}) {
+        for (bool positions : {true, false}) {
+          kernels::AttentionProblem problem = SizingProblem(index, length, length);
+          problem.dtype = dtype;
+          problem.head_dim = head_dim;
+          if (!positions) problem.pos_key = problem.pos_query = nullptr;
+          const std::string what = std::string(Name(dtype)) + " d=" + std::to_string(head_dim) +
+                                   " L=" + std::to_string(length) +
+                                   (positions ? " c2p+p2c" : " none");
+          EXPECT_EQ(
+              kernels::CheckAttentionConfig(problem, kernels::HeuristicAttentionConfig(problem)),
+              cudaSuccess)
+              << what;
+          for (const kernels::AttentionKernelConfig& config :
+               kernels::AttentionCandidateConfigs(problem)) {
+            EXPECT_EQ(kernels::CheckAttentionConfig(problem, config), cudaSuccess) << what;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(AttentionConfigTest, KeyGroupsSplitOnlyGridsThatLeaveSmsIdle) {
   const RelativePositionIndex index(V3Positions(true));
   kernels::AttentionProblem problem = SizingProblem(index, 128, 128);  // One sequence, 12 heads.
