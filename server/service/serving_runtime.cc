@@ -3,6 +3,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,11 @@ absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const Serv
   DFLASH_ASSIGN_OR_RETURN(
       runtime->metrics_,
       ServiceMetrics::Create(runtime->registry_, identity.version, identity.revision));
+  // Free device memory moves while serving (other processes, allocators): every scrape reads it
+  // again, once per device (models sharing a device share its free memory), through one of the
+  // engines on it. What the hook reads outlives its calls: the metrics endpoint, declared last in
+  // ServingRuntime, stops first.
+  std::vector<std::pair<std::string, const Engine*>> memory_sources;
   for (const ModelEntry& entry : config.models) {
     dflash::Log().info("loading model '{}' from {}", entry.name, entry.path.string());
     const absl::Time start = absl::Now();
@@ -48,7 +54,9 @@ absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const Serv
     const EngineInfo engine = model->engine_info();
     runtime->metrics_->SetModelInfo(entry.name, engine.backend, engine.device, engine.dtype,
                                     engine.tuning);
-    for (const EngineInfo& device : model->engine_infos()) {
+    const std::vector<EngineInfo> devices = model->engine_infos();
+    for (size_t i = 0; i < devices.size(); ++i) {
+      const EngineInfo& device = devices[i];
       if (device.device_total_bytes == 0) continue;  // The null engine has no memory to show.
       runtime->metrics_->SetDeviceMemory(device.device, "weights",
                                          static_cast<double>(device.weight_bytes));
@@ -58,23 +66,17 @@ absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const Serv
                                          static_cast<double>(device.device_free_bytes));
       runtime->metrics_->SetDeviceMemory(device.device, "total",
                                          static_cast<double>(device.device_total_bytes));
+      const bool seen =
+          std::any_of(memory_sources.begin(), memory_sources.end(),
+                      [&](const auto& source) { return source.first == device.device; });
+      if (!seen) {
+        memory_sources.emplace_back(device.device, &model->scheduler().engine(static_cast<int>(i)));
+      }
     }
     dflash::Log().info("model '{}' ready in {:.2f} s: {} on {}, {}, max input {} tokens",
                        entry.name, absl::ToDoubleSeconds(absl::Now() - start), engine.backend,
                        engine.device, engine.dtype, model->max_input_length());
     DFLASH_RETURN_IF_ERROR(runtime->catalog_.Add(std::move(model)));
-  }
-  // Free device memory moves while serving (other processes, allocators): every scrape reads it
-  // again. What the hook reads outlives its calls: the metrics endpoint, declared last in
-  // ServingRuntime, stops first.
-  std::vector<std::pair<std::string, const Engine*>> memory_sources;
-  for (const std::unique_ptr<ServedModel>& model : runtime->catalog_.models()) {
-    const std::vector<EngineInfo> infos = model->engine_infos();
-    for (int i = 0; i < model->scheduler().num_engines(); ++i) {
-      if (infos[static_cast<size_t>(i)].device_total_bytes == 0) continue;
-      memory_sources.emplace_back(infos[static_cast<size_t>(i)].device,
-                                  &model->scheduler().engine(i));
-    }
   }
   runtime->registry_.AddCollectHook(
       [metrics = runtime->metrics_.get(), sources = std::move(memory_sources)] {
