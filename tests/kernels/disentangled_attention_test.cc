@@ -746,7 +746,6 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
 }
 
-// The launch's key-group rule (no device needed: the limits are given).
 // Every problem the kernels take has a heuristic variant this binary runs, and every candidate
 // the tuner may try is one too: a register cap or default changed on one side only (Traits,
 // AttentionKernelConfig, HasVariant) fails here, on the host, rather than as "invalid argument"
@@ -778,6 +777,7 @@ TEST(AttentionConfigTest, HeuristicAndCandidatesAreCompiledVariants) {
   }
 }
 
+// The launch's key-group rule (no device needed: the limits are given).
 TEST(AttentionConfigTest, KeyGroupsSplitOnlyGridsThatLeaveSmsIdle) {
   const RelativePositionIndex index(V3Positions(true));
   kernels::AttentionProblem problem = SizingProblem(index, 128, 128);  // One sequence, 12 heads.
