@@ -425,11 +425,6 @@ absl::Status CudaEngine::Enqueue(const PackedBatch& batch, const RunOptions& opt
         kernels::ConvertToFloat(dtype, workspace_.hidden, layout.hidden_states, results, stream_),
         "converting hidden states");
   }
-  float* host = static_cast<float*>(staging_out_.data());
-  DFLASH_RETURN_IF_CUDA_ERROR(
-      cudaMemcpyAsync(host, workspace_.results, static_cast<size_t>(layout.total()) * 4,
-                      cudaMemcpyDeviceToHost, stream_),
-      "copying results to the host");
   DFLASH_RETURN_IF_CUDA_ERROR(cudaMemcpyAsync(staging_out_.data(), workspace_.results,
                                               static_cast<size_t>(layout.total()) * sizeof(float),
                                               cudaMemcpyDeviceToHost, stream_),
