@@ -89,6 +89,7 @@ class BatchScheduler::Impl {
   absl::Status Submit(InferenceRequest request);
   void Shutdown();
   QueueStats Stats() const;
+  int CancelledQueuedRequests() const;
 
   const BatchSchedulerOptions& options() const { return options_; }
   const Engine& engine(int index) const { return *workers_.at(index)->engine; }
@@ -235,6 +236,11 @@ void BatchScheduler::Impl::Shutdown() {
 BatchScheduler::QueueStats BatchScheduler::Impl::Stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return QueueStats{queue_.requests(), queue_.sequences(), queue_.tokens()};
+}
+
+int BatchScheduler::Impl::CancelledQueuedRequests() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return queue_.CancelledRequests();
 }
 
 void BatchScheduler::Impl::WorkerLoop(Worker& worker) {
@@ -385,6 +391,8 @@ absl::Status BatchScheduler::Submit(InferenceRequest request) {
 void BatchScheduler::Shutdown() { impl_->Shutdown(); }
 
 BatchScheduler::QueueStats BatchScheduler::Stats() const { return impl_->Stats(); }
+
+int BatchScheduler::CancelledQueuedRequests() const { return impl_->CancelledQueuedRequests(); }
 
 const BatchSchedulerOptions& BatchScheduler::options() const { return impl_->options(); }
 

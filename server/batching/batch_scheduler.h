@@ -139,6 +139,9 @@ class BatchScheduler {
     int64_t tokens = 0;
   };
   QueueStats Stats() const;
+  // Queued requests that their callers have cancelled and the queue has not yet dropped (it drops
+  // them when they reach its head). O(queued requests): for tests and diagnostics.
+  int CancelledQueuedRequests() const;
   const BatchSchedulerOptions& options() const;
   const Engine& engine(int index) const;
   int num_engines() const;

@@ -103,6 +103,17 @@ bool RequestQueue::FillsBatch() const {
   return tokens_ >= max_batch_tokens_ || sequences_ >= max_batch_sequences_;
 }
 
+int RequestQueue::CancelledRequests() const {
+  int cancelled = 0;
+  for (const Fifo& fifo : levels_) {
+    for (const std::shared_ptr<PendingRequest>& pending : fifo) {
+      const std::shared_ptr<const CancellationFlag>& flag = pending->request.cancelled;
+      if (flag != nullptr && flag->load(std::memory_order_acquire)) ++cancelled;
+    }
+  }
+  return cancelled;
+}
+
 std::optional<absl::Time> RequestQueue::OldestSubmitTime() const {
   std::optional<absl::Time> oldest;
   for (const Fifo& fifo : levels_) {

@@ -75,6 +75,10 @@ class RequestQueue {
   // Submit time of the longest-waiting queued request; nullopt when empty.
   std::optional<absl::Time> OldestSubmitTime() const;
 
+  // Queued requests whose cancellation flag is set: they leave the queue, never computed, when
+  // TakeBatch meets them. O(queued requests).
+  int CancelledRequests() const;
+
   bool empty() const { return requests_ == 0; }
   int requests() const { return requests_; }
   int64_t sequences() const { return sequences_; }

@@ -280,6 +280,17 @@ bool TestServer::WaitForQueuedRequests(absl::string_view model, int requests) co
   return true;
 }
 
+bool TestServer::WaitForCancelledQueuedRequests(absl::string_view model, int requests) const {
+  absl::StatusOr<serving::ServedModel*> served = runtime_->catalog().Resolve(model);
+  if (!served.ok()) return false;
+  const absl::Time limit = absl::Now() + kWaitLimit;
+  while ((*served)->scheduler().CancelledQueuedRequests() != requests) {
+    if (absl::Now() > limit) return false;
+    absl::SleepFor(absl::Milliseconds(2));  // Polls a condition; no timing is asserted.
+  }
+  return true;
+}
+
 std::unique_ptr<grpc::ClientContext> NewContext() {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(absl::ToChronoTime(absl::Now() + kWaitLimit));

@@ -159,6 +159,9 @@ class TestServer {
   serving::BatchScheduler::QueueStats QueueStats(absl::string_view model) const;
   // Waits until `model`'s queue holds `requests` requests; false after kWaitLimit.
   bool WaitForQueuedRequests(absl::string_view model, int requests) const;
+  // Polls until `requests` of the model's queued requests carry their caller's cancellation;
+  // false after kWaitLimit.
+  bool WaitForCancelledQueuedRequests(absl::string_view model, int requests) const;
 
  private:
   std::unique_ptr<serving::ServingRuntime> runtime_;

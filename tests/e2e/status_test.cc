@@ -451,8 +451,8 @@ TEST_F(StatusTest, CancelledWhileQueuedIsNeverComputed) {
   cancelled->context.TryCancel();
   EXPECT_EQ(cancelled->Wait().error_code(), grpc::StatusCode::CANCELLED);
   // gRPC tells the server about the cancellation asynchronously (RST_STREAM, then OnCancel on one
-  // of its threads) and nothing marks that moment; give it ample time before the engine is freed.
-  absl::SleepFor(absl::Seconds(1));
+  // of its threads): the engine is freed once the queued request carries it.
+  ASSERT_TRUE(server_->WaitForCancelledQueuedRequests("demo", 1));
   control().Open();
   EXPECT_TRUE(held->Wait().ok());
   v1::ClassifyResponse response;

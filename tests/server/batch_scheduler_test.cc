@@ -763,9 +763,12 @@ TEST(BatchSchedulerTest, CancelledWhileQueuedIsAnsweredWithoutCompute) {
   cancelled.cancelled = flag;
   ASSERT_TRUE(harness.Submit(1, std::move(cancelled)).ok());
   ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(12, 3)})).ok());
+  EXPECT_EQ(harness.scheduler().CancelledQueuedRequests(), 0);
   flag->store(true);  // The client goes away while its request waits.
+  EXPECT_EQ(harness.scheduler().CancelledQueuedRequests(), 1);
   harness.gate().Open();
   ASSERT_TRUE(harness.answers().WaitForCalls(3));
+  EXPECT_EQ(harness.scheduler().CancelledQueuedRequests(), 0) << "dropped from the queue";
   harness.ExpectAnswerCode(1, absl::StatusCode::kCancelled);
   harness.ExpectCorrectAnswer(2);
   for (const RecordedBatch& batch : harness.log().Batches()) {
