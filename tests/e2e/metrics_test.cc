@@ -38,6 +38,8 @@ class MetricsTest : public ::testing::Test {
     server_ = std::move(*server).release();
     batches_at_start_ = (*control_)->batches();  // The warm-up batch is not a served batch.
     sequences_at_start_ = (*control_)->sequences();
+    demo_tokens_ = 0;  // Counted afresh for this suite's server (--gtest_repeat starts another).
+    embed_tokens_ = 0;
     MakeCalls();
   }
 
@@ -45,7 +47,10 @@ class MetricsTest : public ::testing::Test {
     delete server_;
     delete control_;
     delete models_;
+    // --gtest_repeat sets the suite up again: nothing may point at what was just deleted.
     server_ = nullptr;
+    control_ = nullptr;
+    models_ = nullptr;
   }
 
   void SetUp() override { ASSERT_NE(server_, nullptr) << "the server did not start"; }

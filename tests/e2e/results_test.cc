@@ -85,7 +85,14 @@ class ResultsTest : public ::testing::Test {
     delete embed_cls_;
     delete demo_control_;
     delete models_;
+    // --gtest_repeat sets the suite up again: nothing may point at what was just deleted.
     server_ = nullptr;
+    demo_ = nullptr;
+    rerank_ = nullptr;
+    embed_ = nullptr;
+    embed_cls_ = nullptr;
+    demo_control_ = nullptr;
+    models_ = nullptr;
   }
 
   void SetUp() override { ASSERT_NE(server_, nullptr) << "the server did not start"; }

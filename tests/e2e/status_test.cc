@@ -85,7 +85,11 @@ class StatusTest : public ::testing::Test {
     delete tokenizer_;
     delete control_;
     delete models_;
+    // --gtest_repeat sets the suite up again: nothing may point at what was just deleted.
     server_ = nullptr;
+    tokenizer_ = nullptr;
+    control_ = nullptr;
+    models_ = nullptr;
   }
 
   void SetUp() override { ASSERT_NE(server_, nullptr) << "the server did not start"; }
