@@ -15,6 +15,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,17 @@ namespace dflash::e2e {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Polls `condition` until it holds (true) or kWaitLimit passes (false). Polls a condition; no
+// timing is asserted.
+bool PollUntil(absl::FunctionRef<bool()> condition, absl::Duration interval) {
+  const absl::Time limit = absl::Now() + kWaitLimit;
+  while (!condition()) {
+    if (absl::Now() > limit) return false;
+    absl::SleepFor(interval);
+  }
+  return true;
+}
 
 // The tiny models' shape: big enough vocabulary for the demo tokenizer, small everything else.
 nlohmann::json TinyModelConfig() {
@@ -272,23 +284,14 @@ serving::BatchScheduler::QueueStats TestServer::QueueStats(absl::string_view mod
 }
 
 bool TestServer::WaitForQueuedRequests(absl::string_view model, int requests) const {
-  const absl::Time limit = absl::Now() + kWaitLimit;
-  while (QueueStats(model).requests != requests) {
-    if (absl::Now() > limit) return false;
-    absl::SleepFor(absl::Milliseconds(2));  // Polls a condition; no timing is asserted.
-  }
-  return true;
+  return PollUntil([&] { return QueueStats(model).requests == requests; }, absl::Milliseconds(2));
 }
 
 bool TestServer::WaitForCancelledQueuedRequests(absl::string_view model, int requests) const {
   absl::StatusOr<serving::ServedModel*> served = runtime_->catalog().Resolve(model);
   if (!served.ok()) return false;
-  const absl::Time limit = absl::Now() + kWaitLimit;
-  while ((*served)->scheduler().CancelledQueuedRequests() != requests) {
-    if (absl::Now() > limit) return false;
-    absl::SleepFor(absl::Milliseconds(2));  // Polls a condition; no timing is asserted.
-  }
-  return true;
+  return PollUntil([&] { return (*served)->scheduler().CancelledQueuedRequests() == requests; },
+                   absl::Milliseconds(2));
 }
 
 std::unique_ptr<grpc::ClientContext> NewContext() {
@@ -309,13 +312,12 @@ HealthResult CheckHealth(grpc::health::v1::Health::Stub& health, const std::stri
 
 bool WaitForHealth(grpc::health::v1::Health::Stub& health, const std::string& service,
                    grpc::health::v1::HealthCheckResponse::ServingStatus wanted) {
-  const absl::Time limit = absl::Now() + kWaitLimit;
-  for (;;) {
-    const HealthResult result = CheckHealth(health, service);
-    if (result.status.ok() && result.serving == wanted) return true;
-    if (absl::Now() > limit) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  return PollUntil(
+      [&] {
+        const HealthResult result = CheckHealth(health, service);
+        return result.status.ok() && result.serving == wanted;
+      },
+      absl::Milliseconds(5));
 }
 
 namespace {
