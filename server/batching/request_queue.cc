@@ -10,6 +10,10 @@ int SequenceTokens(const PendingRequest& request, int sequence) {
   return static_cast<int>(request.request.sequences[sequence].ids.size());
 }
 
+bool IsCancelled(const InferenceRequest& request) {
+  return request.cancelled != nullptr && request.cancelled->load(std::memory_order_acquire);
+}
+
 // DEADLINE_EXCEEDED or CANCELLED when the request must not be computed (further); OK otherwise.
 // The deadline is checked first: when it passes, gRPC also cancels the call on the server (which
 // sets the cancellation flag), and the request must still count as DEADLINE_EXCEEDED.
@@ -18,7 +22,7 @@ absl::Status DropStatus(const PendingRequest& pending, absl::Time now) {
   if (request.deadline <= now) {
     return absl::DeadlineExceededError("deadline passed while the request was queued");
   }
-  if (request.cancelled != nullptr && request.cancelled->load(std::memory_order_acquire)) {
+  if (IsCancelled(request)) {
     return absl::CancelledError("request cancelled while queued");
   }
   return absl::OkStatus();
@@ -107,8 +111,7 @@ int RequestQueue::CancelledRequests() const {
   int cancelled = 0;
   for (const Fifo& fifo : levels_) {
     for (const std::shared_ptr<PendingRequest>& pending : fifo) {
-      const std::shared_ptr<const CancellationFlag>& flag = pending->request.cancelled;
-      if (flag != nullptr && flag->load(std::memory_order_acquire)) ++cancelled;
+      if (IsCancelled(pending->request)) ++cancelled;
     }
   }
   return cancelled;

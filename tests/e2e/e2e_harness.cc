@@ -15,7 +15,6 @@
 #include <fstream>
 #include <thread>
 
-#include "absl/functional/function_ref.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -31,17 +30,6 @@ namespace dflash::e2e {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Polls `condition` until it holds (true) or kWaitLimit passes (false). Polls a condition; no
-// timing is asserted.
-bool PollUntil(absl::FunctionRef<bool()> condition, absl::Duration interval) {
-  const absl::Time limit = absl::Now() + kWaitLimit;
-  while (!condition()) {
-    if (absl::Now() > limit) return false;
-    absl::SleepFor(interval);
-  }
-  return true;
-}
 
 // The tiny models' shape: big enough vocabulary for the demo tokenizer, small everything else.
 nlohmann::json TinyModelConfig() {
@@ -292,6 +280,15 @@ bool TestServer::WaitForCancelledQueuedRequests(absl::string_view model, int req
   if (!served.ok()) return false;
   return PollUntil([&] { return (*served)->scheduler().CancelledQueuedRequests() == requests; },
                    absl::Milliseconds(2));
+}
+
+bool PollUntil(absl::FunctionRef<bool()> condition, absl::Duration interval) {
+  const absl::Time limit = absl::Now() + kWaitLimit;
+  while (!condition()) {
+    if (absl::Now() > limit) return false;
+    absl::SleepFor(interval);
+  }
+  return true;
 }
 
 std::unique_ptr<grpc::ClientContext> NewContext() {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -40,6 +41,10 @@ using serving::ServerConfig;
 
 // Generous bound of every wait in the tests: reached only when something is broken (a hang).
 inline constexpr absl::Duration kWaitLimit = absl::Seconds(60);
+
+// Polls `condition` every `interval` until it holds (true) or kWaitLimit passes (false). Polls a
+// condition; no timing is asserted.
+bool PollUntil(absl::FunctionRef<bool()> condition, absl::Duration interval);
 
 // Longest input of every served test model, in tokens (keeps the engine runs small).
 inline constexpr int kMaxInputLength = 64;

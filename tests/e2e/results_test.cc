@@ -809,12 +809,12 @@ TEST_F(ResultsTest, ClassifyStreamAnswersInRequestOrderWithErrorsInPlace) {
   auto stream = stub().ClassifyStream(context.get());
   std::vector<v1::ClassifyStreamResponse> responses;
   const grpc::Status status = RunStream(*stream, requests, responses, [&] {
-    const absl::Time limit = absl::Now() + kWaitLimit;
-    while (control().sequences() - sequences_before + server_->QueueStats("demo").sequences <
-               valid_sequences &&
-           absl::Now() < limit) {
-      absl::SleepFor(absl::Milliseconds(2));
-    }
+    PollUntil(
+        [&] {
+          return control().sequences() - sequences_before + server_->QueueStats("demo").sequences >=
+                 valid_sequences;
+        },
+        absl::Milliseconds(2));
     control().Open();
   });
   ASSERT_TRUE(status.ok()) << status.error_message();

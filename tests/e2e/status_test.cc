@@ -532,15 +532,12 @@ TEST_F(StatusTest, FloodIsRefusedWithResourceExhaustedAndTheServerRecovers) {
   // With the engine held, all but the queue's capacity are answered, every one of them
   // RESOURCE_EXHAUSTED, without waiting for the engine.
   const int refused_expected = kClients * kCallsPerClient - kMaxQueuedRequests;
-  const absl::Time limit = absl::Now() + kWaitLimit;
   auto answered = [&] {
     int count = 0;
     for (const auto& call : calls) count += call->done() ? 1 : 0;
     return count;
   };
-  while (answered() < refused_expected && absl::Now() < limit) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  PollUntil([&] { return answered() >= refused_expected; }, absl::Milliseconds(5));
   ASSERT_EQ(answered(), refused_expected);
   int refused = 0;
   for (const auto& call : calls) {
@@ -638,12 +635,12 @@ TEST(DrainTest, GracefulDrainAnswersEveryAcceptedRequest) {
   // Every sequence is queued or at the engine, and the engine holds at least one batch. All five
   // may be queued before the worker takes any (continuous batching then takes them together), so
   // "all accounted for" alone does not mean a batch reached the engine yet.
-  const absl::Time limit = absl::Now() + kWaitLimit;
-  auto settled = [&] {
-    const int64_t at_engine = control->sequences() - sequences_before;
-    return at_engine > 0 && at_engine + server.QueueStats("demo").sequences >= sequences;
-  };
-  while (!settled() && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(2));
+  PollUntil(
+      [&] {
+        const int64_t at_engine = control->sequences() - sequences_before;
+        return at_engine > 0 && at_engine + server.QueueStats("demo").sequences >= sequences;
+      },
+      absl::Milliseconds(2));
   ASSERT_GT(control->sequences(), sequences_before) << "nothing reached the engine";
 
   int64_t unanswered = -1;
