@@ -35,6 +35,9 @@ ABSL_FLAG(int, repeats, 30, "Timed runs per shape (median reported).");
 ABSL_FLAG(bool, accuracy, true, "Compare with the strict float32 path (slow for long L).");
 ABSL_FLAG(bool, mnli_mix, true, "Also time a packed MNLI-like mix of 10..200-token sequences.");
 ABSL_FLAG(std::string, json, "", "Write one JSON object per row to this file.");
+ABSL_FLAG(int, key_groups, -1,
+          "Pin AttentionKernelConfig::key_groups on the built-in variant (1, 2, or 4: the "
+          "short-sequence kernel, sequences <= 128); -1 runs the built-in choice unchanged.");
 
 namespace {
 
@@ -136,6 +139,11 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, DataType 
   p.scale = 1.0f / std::sqrt(3.0f * head_dim);
   p.positions = {index.table().data(), static_cast<int32_t*>(lut_device.data), index.band(),
                  index.span()};
+  dflash::kernels::AttentionKernelConfig pinned = dflash::kernels::HeuristicAttentionConfig(p);
+  if (absl::GetFlag(FLAGS_key_groups) >= 0) {
+    pinned.key_groups = absl::GetFlag(FLAGS_key_groups);
+    p.config = &pinned;
+  }
   const size_t workspace_bytes = dflash::kernels::AttentionWorkspaceBytes(p);
   Device workspace(workspace_bytes);
 
@@ -190,6 +198,7 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, DataType 
         cudaMemcpy(pos32.data, pos_rounded.data(), pos_rounded.size() * 4, cudaMemcpyHostToDevice));
     dflash::kernels::AttentionProblem strict = p;
     strict.dtype = DataType::kFloat32;
+    strict.config = nullptr;  // The strict path has one variant.
     strict.q = qkv32.data;
     strict.k = static_cast<float*>(qkv32.data) + width;
     strict.v = static_cast<float*>(qkv32.data) + 2 * width;

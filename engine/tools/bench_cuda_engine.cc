@@ -41,6 +41,9 @@ ABSL_FLAG(int, single_runs, 60,
           "Small values suit profilers such as ncu.");
 ABSL_FLAG(int, gemm_timed_candidates, dflash::cuda::CudaEngine::Options{}.gemm_timed_candidates,
           "cuBLASLt candidates timed per GEMM shape bucket (<= 1: the heuristic's first choice).");
+ABSL_FLAG(std::string, attention_profile, "auto",
+          "Attention tuning profile: auto (config/profiles/ for the device), none (the built-in "
+          "heuristic), or a YAML profile's path.");
 ABSL_FLAG(bool, long_sequences, true, "Also time one 8192- and one 32768-token sequence.");
 ABSL_FLAG(std::string, json, "", "Write the results as JSON to this file.");
 
@@ -94,6 +97,7 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> MakeEngine(const std::string& dir,
   options.dtype = dtype;
   options.max_batch_tokens = max_tokens;
   options.gemm_timed_candidates = absl::GetFlag(FLAGS_gemm_timed_candidates);
+  options.tuning.profile = absl::GetFlag(FLAGS_attention_profile);
   return CudaEngine::Create(*std::move(checkpoint), options);
 }
 

@@ -136,15 +136,17 @@ absl::StatusOr<kernels::AttentionKernelConfig> ParseConfig(const YAML::Node& nod
     DFLASH_ASSIGN_OR_RETURN(*field.value, Int(value, field_path, errors));
     if (*field.value < 1) return errors.At(value, field_path, "must be >= 1");
   }
-  // Optional: absent (0) chooses at launch; 1 or 2 pins the key groups.
+  // Optional: absent (0) chooses at launch; 1 or 2 pins the key groups, 4 the short-sequence
+  // kernel.
   if (const YAML::Node value = node["key_groups"]) {
     const std::string field_path = absl::StrCat(path, ".key_groups");
     DFLASH_ASSIGN_OR_RETURN(config.key_groups, Int(value, field_path, errors));
-    if (config.key_groups < 0 || config.key_groups > 2) {
-      return errors.At(value, field_path, "must be 0 (automatic), 1 or 2");
+    if (config.key_groups < 0 || config.key_groups == 3 || config.key_groups > 4) {
+      return errors.At(value, field_path, "must be 0 (automatic), 1, 2 or 4");
     }
-    if (config.key_groups == 2 && config.windows != kernels::AttentionWindows::kComputed) {
-      return errors.At(value, field_path, "2 needs windows: computed");
+    if (config.key_groups >= 2 && config.windows != kernels::AttentionWindows::kComputed) {
+      return errors.At(value, field_path,
+                       absl::StrCat(config.key_groups, " needs windows: computed"));
     }
   }
   return config;

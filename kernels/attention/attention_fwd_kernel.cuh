@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/attention_warp_tiles.cuh"
 #include "kernels/attention/mma_sm80.h"
 #include "kernels/common/element_conversion.cuh"
 
@@ -155,48 +156,61 @@ __device__ __forceinline__ void LoadPositionWindow(typename Traits::Element* til
                            ThreadInGroup<Traits, kKeyGroups>(), Traits::kThreads);
 }
 
-// One warp's 16 rows of a computed bias window: window[r, s] = A_r . Pos[s] for s < 16 * pairs
-// (<= kComputedWindow), with A [16, d] the warp's fragments `a` (k-steps of m16n8k16) or, with
+// Columns 16 pair .. 16 pair + 15 of one warp's 16 rows of a computed bias window: window[r, s] =
+// A_r . Pos[s], with A [16, d] the warp's fragments `a` (k-steps of m16n8k16) or, with
 // kAFromShared, 16 padded shared rows at `a_rows` read fragment by fragment (fewer live
-// registers), and Pos the staged [kComputedWindow, d] tile. Returned packed in the input dtype in
-// the m16n8 C layout of 16 column tiles: packed[t][0] = (row group, columns 8t + 2 quad, +1),
-// packed[t][1] = row group + 8. fp32 accumulation, rounded once, as the table GEMM does.
+// registers), and `pos` the pair's 16 padded shared Pos rows. Returned packed in the input dtype
+// in the m16n8 C layout of column tiles t = 2 pair, 2 pair + 1: packed[t][0] = (row group,
+// columns 8t + 2 quad, +1), packed[t][1] = row group + 8. fp32 accumulation, rounded once, as
+// the table GEMM does.
+template <typename Traits, bool kAFromShared, int kTiles>
+__device__ __forceinline__ void ComputeWindowPair(uint32_t (&packed)[kTiles][2], int pair,
+                                                  const uint32_t (&a)[Traits::kHeadDim / 16][4],
+                                                  const typename Traits::Element* a_rows,
+                                                  const typename Traits::Element* pos, int lane) {
+  using MmaOp = Mma<typename Traits::Element>;
+  float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+  for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
+    uint32_t a_kk[4];
+    if constexpr (kAFromShared) {
+      const int row = (lane % 8) + ((lane / 8) % 2) * 8;
+      const int column = kk * 16 + (lane / 16) * 8;
+      LdMatrixX4(a_kk, a_rows + row * Traits::kRowStride + column);
+    } else {
+      a_kk[0] = a[kk][0];
+      a_kk[1] = a[kk][1];
+      a_kk[2] = a[kk][2];
+      a_kk[3] = a[kk][3];
+    }
+    uint32_t b[4];
+    const int row = (lane % 8) + (lane / 16) * 8;
+    const int column = kk * 16 + ((lane / 8) % 2) * 8;
+    LdMatrixX4(b, pos + row * Traits::kRowStride + column);
+    MmaOp::Run(acc[0], a_kk, b[0], b[1]);
+    MmaOp::Run(acc[1], a_kk, b[2], b[3]);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    packed[2 * pair + h][0] = MmaOp::Pack(acc[h][0], acc[h][1]);
+    packed[2 * pair + h][1] = MmaOp::Pack(acc[h][2], acc[h][3]);
+  }
+}
+
+// One warp's 16 rows of a computed bias window, columns s < 16 * pairs (<= kComputedWindow):
+// ComputeWindowPair over the staged [kComputedWindow, d] tile `pos`, packed[t] holding column
+// tile t.
 template <typename Traits, bool kAFromShared, bool kWhole>
 __device__ __forceinline__ void ComputeWindowRowsImpl(uint32_t (&packed)[kComputedWindow / 8][2],
                                                       const uint32_t (&a)[Traits::kHeadDim / 16][4],
                                                       const typename Traits::Element* a_rows,
                                                       const typename Traits::Element* pos,
                                                       int pairs, int lane) {
-  using MmaOp = Mma<typename Traits::Element>;
 #pragma unroll
   for (int pair = 0; pair < kComputedWindow / 16; ++pair) {
     if (!kWhole && pair >= pairs) break;  // Uniform across the CTA.
-    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-    for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
-      uint32_t a_kk[4];
-      if constexpr (kAFromShared) {
-        const int row = (lane % 8) + ((lane / 8) % 2) * 8;
-        const int column = kk * 16 + (lane / 16) * 8;
-        LdMatrixX4(a_kk, a_rows + row * Traits::kRowStride + column);
-      } else {
-        a_kk[0] = a[kk][0];
-        a_kk[1] = a[kk][1];
-        a_kk[2] = a[kk][2];
-        a_kk[3] = a[kk][3];
-      }
-      uint32_t b[4];
-      const int row = pair * 16 + (lane % 8) + (lane / 16) * 8;
-      const int column = kk * 16 + ((lane / 8) % 2) * 8;
-      LdMatrixX4(b, pos + row * Traits::kRowStride + column);
-      MmaOp::Run(acc[0], a_kk, b[0], b[1]);
-      MmaOp::Run(acc[1], a_kk, b[2], b[3]);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      packed[2 * pair + h][0] = MmaOp::Pack(acc[h][0], acc[h][1]);
-      packed[2 * pair + h][1] = MmaOp::Pack(acc[h][2], acc[h][3]);
-    }
+    ComputeWindowPair<Traits, kAFromShared>(packed, pair, a, a_rows,
+                                            pos + pair * 16 * Traits::kRowStride, lane);
   }
 }
 
@@ -215,20 +229,21 @@ __device__ __forceinline__ void ComputeWindowRows(uint32_t (&packed)[kComputedWi
   }
 }
 
-// Stores ComputeWindowRows' result (its first 16 * pairs columns) as rows row0 .. row0 + 15 of
-// a [64, kSlotWindow] window.
-template <typename Traits>
+// Stores a computed window's first 16 * pairs columns (packed column tiles, ComputeWindowRows)
+// as rows row0 .. row0 + 15 of a window with kStride elements per row ([64, kSlotWindow] by
+// default).
+template <typename Traits, int kStride = kSlotWindow, int kTiles = kComputedWindow / 8>
 __device__ __forceinline__ void StoreWindowRows(typename Traits::Element* window,
-                                                const uint32_t (&packed)[kComputedWindow / 8][2],
-                                                int row0, int pairs, int lane) {
+                                                const uint32_t (&packed)[kTiles][2], int row0,
+                                                int pairs, int lane) {
   const int group = lane / 4;
   const int quad = lane % 4;
 #pragma unroll
-  for (int t = 0; t < kComputedWindow / 8; ++t) {
+  for (int t = 0; t < kTiles; ++t) {
     if (t >= 2 * pairs) break;
-    *reinterpret_cast<uint32_t*>(window + (row0 + group) * kSlotWindow + t * 8 + quad * 2) =
+    *reinterpret_cast<uint32_t*>(window + (row0 + group) * kStride + t * 8 + quad * 2) =
         packed[t][0];
-    *reinterpret_cast<uint32_t*>(window + (row0 + group + 8) * kSlotWindow + t * 8 + quad * 2) =
+    *reinterpret_cast<uint32_t*>(window + (row0 + group + 8) * kStride + t * 8 + quad * 2) =
         packed[t][1];
   }
 }
@@ -281,13 +296,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   const int sequence = params.sequence_offset + static_cast<int>(blockIdx.z);
   int seq_start;
   int seqlen;
-  if (params.key_padding_mask != nullptr) {
-    seq_start = sequence * params.padded_length;
-    seqlen = params.padded_length;
-  } else {
-    seq_start = params.cu_seqlens[sequence];
-    seqlen = params.cu_seqlens[sequence + 1] - seq_start;
-  }
+  SequenceBounds(params, sequence, &seq_start, &seqlen);
   const int m0 = m_block * Traits::kBlockM;
   if (m0 >= seqlen) return;
 
@@ -318,12 +327,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   const int group = lane / 4;
   const int quad = lane % 4;
 
-  const Element* q_base =
-      params.q + static_cast<int64_t>(seq_start) * params.q_row_stride + head * D;
-  const Element* k_base =
-      params.k + static_cast<int64_t>(seq_start) * params.k_row_stride + head * D;
-  const Element* v_base =
-      params.v + static_cast<int64_t>(seq_start) * params.v_row_stride + head * D;
+  const Element* q_base = HeadRows(params.q, params.q_row_stride, seq_start, head, D);
+  const Element* k_base = HeadRows(params.k, params.k_row_stride, seq_start, head, D);
+  const Element* v_base = HeadRows(params.v, params.v_row_stride, seq_start, head, D);
   LoadTile<Traits, kKeyGroups, true>(sQ, q_base, params.q_row_stride, m0, seqlen);
   CpAsyncCommit();
 
@@ -467,14 +473,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // Q fragments of this warp's 16 rows, for every k-step (sQ is never overwritten: with
   // computed windows they are reloaded per tile rather than held across the window MMAs).
   uint32_t q_fragments[kKSteps][4];
-  auto load_q_fragments = [&]() {
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-      const int row = warp * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-      const int column = kk * 16 + (lane / 16) * 8;
-      LdMatrixX4(q_fragments[kk], sQ + row * Traits::kRowStride + column);
-    }
-  };
+  auto load_q_fragments = [&]() { LoadRowFragments<Traits>(q_fragments, sQ, warp * 16, lane); };
   load_q_fragments();
 
   float o[kDTiles][4];
@@ -534,18 +533,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
     }
-#pragma unroll
-    for (int kk = 0; kk < kKSteps; ++kk) {
-#pragma unroll
-      for (int pair = 0; pair < kNTiles / 2; ++pair) {
-        uint32_t k_fragment[4];
-        const int row = pair * 16 + (lane % 8) + (lane / 16) * 8;
-        const int column = kk * 16 + ((lane / 8) % 2) * 8;
-        LdMatrixX4(k_fragment, sK + row * Traits::kRowStride + column);
-        MmaOp::Run(s[2 * pair], q_fragments[kk], k_fragment[0], k_fragment[1]);
-        MmaOp::Run(s[2 * pair + 1], q_fragments[kk], k_fragment[2], k_fragment[3]);
-      }
-    }
+    AccumulateScores<Traits, kN>(s, q_fragments, sK, lane);
 
     // Scores to the exp2 domain: exp2 argument = s * score_scale + row_offset. Plain and
     // saturated tiles keep s unscaled and fold the scale (and, saturated, the row term c_i) into
@@ -604,16 +592,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     }
     // Keys past the sequence end or masked by the padding mask: only tiles that have any.
     if (n0 + kN > seqlen || params.key_padding_mask != nullptr) {
-#pragma unroll
-      for (int t = 0; t < kNTiles; ++t) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = n0 + t * 8 + quad * 2 + (e % 2);
-          const bool valid = key < seqlen && (params.key_padding_mask == nullptr ||
-                                              params.key_padding_mask[seq_start + key] != 0);
-          if (!valid) s[t][e] = -INFINITY;
-        }
-      }
+      MaskInvalidKeys(s, params, seq_start, seqlen, n0, quad);
     }
 
     // V(n) has landed; every warp is done with sK and the bias operands of this tile: start
@@ -656,23 +635,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       }
     }
 
-    // O += P V, P taken straight from the S accumulators (their C layout is the A layout).
-#pragma unroll
-    for (int kk = 0; kk < kN / 16; ++kk) {
-      const uint32_t p_fragment[4] = {MmaOp::Pack(s[2 * kk][0], s[2 * kk][1]),
-                                      MmaOp::Pack(s[2 * kk][2], s[2 * kk][3]),
-                                      MmaOp::Pack(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                      MmaOp::Pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-      for (int pair = 0; pair < kDTiles / 2; ++pair) {
-        uint32_t v_fragment[4];
-        const int row = kk * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
-        const int column = pair * 16 + (lane / 16) * 8;
-        LdMatrixX4Trans(v_fragment, sV + row * Traits::kRowStride + column);
-        MmaOp::Run(o[2 * pair], p_fragment, v_fragment[0], v_fragment[1]);
-        MmaOp::Run(o[2 * pair + 1], p_fragment, v_fragment[2], v_fragment[3]);
-      }
-    }
+    // O += P V, P taken straight from the S accumulators.
+    AccumulateValues<Traits, kN>(o, s, sV, lane);
 
     // The next saturated column term (read since the barrier above, where every warp was done
     // with this tile's) goes to shared memory; the next iteration's first barrier publishes it.

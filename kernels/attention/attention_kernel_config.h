@@ -32,8 +32,11 @@ struct AttentionKernelConfig {
   // fewer reloads, one CTA per SM less).
   int min_blocks_per_sm = 2;
   // Groups of `warps` warps splitting a CTA's key tiles (computed windows only; the groups
-  // merge their softmax states at the end): 0 chooses at launch, 2 when the grid would leave SMs
-  // idle (fewer 64-row blocks x heads than SMs: one short sequence), else 1; 1 or 2 pins it.
+  // merge their softmax states at the end). 4 is the short-sequence kernel (sequences <=
+  // kShortMaxKeys, attention_short_kernel.cuh): CTAs of 32 query rows whose 8 warps are 2 row
+  // warps x 4 key warps of 32 keys. 0 chooses at launch when the grid would leave SMs idle
+  // (fewer 64-row blocks x heads than SMs: one short sequence): 4 where the short kernel runs the
+  // problem, else 2 when there are two key tiles; otherwise 1. 1, 2 or 4 pins it.
   int key_groups = 0;
 };
 

@@ -17,6 +17,9 @@ inline constexpr int kTableSlack = kSlotWindow;
 // Slot tables with |delta| <= this many entries each side are kept in shared memory as int16
 // (DeBERTa-v3 needs 512).
 inline constexpr int kSharedLutBand = 1024;
+// Longest sequence the short-sequence kernel (attention_short_kernel.cuh) runs: its CTA holds all
+// of a sequence's keys, 32 per key warp.
+inline constexpr int kShortMaxKeys = 128;
 
 template <typename Element>
 struct AttentionParams {

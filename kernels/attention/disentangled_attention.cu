@@ -10,6 +10,7 @@
 
 #include "kernels/attention/attention_fp32_kernel.cuh"
 #include "kernels/attention/attention_fwd_kernel.cuh"
+#include "kernels/attention/attention_short_kernel.cuh"
 #include "kernels/attention/disentangled_attention.h"
 
 namespace dflash::kernels {
@@ -160,6 +161,21 @@ bool CanComputeWindows(const AttentionProblem& p) {
   return true;
 }
 
+// Whether the short-sequence kernel (four key warps of 32 keys over 32 query rows) can run `p`:
+// computed windows, every sequence <= kShortMaxKeys, and idx growing by at most one slot per
+// delta over the deltas a CTA reaches (|delta| < kShortMaxKeys + 32), so that the 47 deltas of a
+// warp's tile fit its 48-slot windows.
+bool CanRunShort(const AttentionProblem& p) {
+  if (!CanComputeWindows(p) || LongestSequence(p) > kShortMaxKeys) return false;
+  if (p.head_dim != 32 && p.head_dim != 64) return false;
+  constexpr int64_t kReach = kShortMaxKeys + 32;
+  for (int64_t delta = -kReach; delta < kReach; ++delta) {
+    const int step = LookUp(p.positions, delta + 1) - LookUp(p.positions, delta);
+    if (step < 0 || step > 1) return false;
+  }
+  return true;
+}
+
 // The register caps (resident CTAs per SM) each window mode is compiled with at a head dim: the
 // first is the default. Every pair here is one template instantiation per dtype below
 // (LaunchHalf), each costing minutes of nvcc time: the d = 64 computed-window kernel alone has a
@@ -210,6 +226,11 @@ AttentionDeviceLimits CurrentDeviceLimits() {
 size_t TwoGroupSharedBytes(int head_dim) {
   return static_cast<size_t>(head_dim <= 32 ? AttentionTraits<32, __half>::SharedBytes(2)
                                             : AttentionTraits<64, __half>::SharedBytes(2));
+}
+
+size_t ShortSharedBytes(int head_dim) {
+  return static_cast<size_t>(head_dim <= 32 ? ShortAttentionTraits<32, __half>::kSharedBytes
+                                            : ShortAttentionTraits<64, __half>::kSharedBytes);
 }
 
 AttentionKernelConfig ConfigFor(const AttentionProblem& p) {
@@ -270,35 +291,59 @@ AttentionParams<Element> TensorParams(const AttentionProblem& p) {
   return params;
 }
 
-template <int kHeadDim, typename Element, bool kComputeWindows, int kMinBlocks, int kKeyGroups = 1>
-cudaError_t LaunchTensorCore(AttentionParams<Element> params, int m_blocks, int num_sequences,
-                             cudaStream_t stream) {
-  using Traits = AttentionTraits<kHeadDim, Element>;
-  const auto kernel = DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks, kKeyGroups>;
-  constexpr int kShared = Traits::SharedBytes(kKeyGroups);
-  if (kShared > 48 * 1024) {
+// Launches `kernel` over grid (m_blocks, heads, sequences) with `shared` bytes of dynamic shared
+// memory. Sequences run along grid z, which holds at most 65535: larger batches (a rerank of many
+// short passages) take several launches.
+template <typename Element>
+cudaError_t LaunchOverSequences(void (*kernel)(AttentionParams<Element>), int threads, int shared,
+                                AttentionParams<Element> params, int m_blocks, int num_sequences,
+                                cudaStream_t stream) {
+  if (shared > 48 * 1024) {
     const cudaError_t error =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kShared);
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
     if (error != cudaSuccess) return error;
   }
-  // Sequences run along grid z, which holds at most 65535: larger batches (a rerank of many
-  // short passages) take several launches.
   constexpr int kMaxGridZ = 65535;
   for (int first = 0; first < num_sequences; first += kMaxGridZ) {
     params.sequence_offset = first;
     const dim3 grid(m_blocks, params.num_heads, std::min(kMaxGridZ, num_sequences - first));
-    kernel<<<grid, Traits::kThreads * kKeyGroups, kShared, stream>>>(params);
+    kernel<<<grid, threads, shared, stream>>>(params);
     if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
   }
   return cudaSuccess;
 }
 
-// The compiled variants (HasVariant lists the same set). `key_groups` is resolved (1 or 2).
+template <int kHeadDim, typename Element, bool kComputeWindows, int kMinBlocks, int kKeyGroups = 1>
+cudaError_t LaunchTensorCore(const AttentionParams<Element>& params, int m_blocks,
+                             int num_sequences, cudaStream_t stream) {
+  using Traits = AttentionTraits<kHeadDim, Element>;
+  return LaunchOverSequences<Element>(
+      DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks, kKeyGroups>,
+      Traits::kThreads * kKeyGroups, Traits::SharedBytes(kKeyGroups), params, m_blocks,
+      num_sequences, stream);
+}
+
+// The short-sequence kernel: 32-row blocks of sequences <= kShortMaxKeys.
+template <int kHeadDim, typename Element>
+cudaError_t LaunchShort(const AttentionParams<Element>& params, int longest, int num_sequences,
+                        cudaStream_t stream) {
+  using Traits = ShortAttentionTraits<kHeadDim, Element>;
+  return LaunchOverSequences<Element>(
+      ShortDisentangledAttentionKernel<Traits>, Traits::kThreads, Traits::kSharedBytes, params,
+      (longest + Traits::kBlockM - 1) / Traits::kBlockM, num_sequences, stream);
+}
+
+// The compiled variants (HasVariant lists the same set). `key_groups` is resolved (1, 2 or 4).
 template <typename Element>
 cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int head_dim,
-                       const AttentionParams<Element>& params, int m_blocks, int sequences,
+                       const AttentionParams<Element>& params, int longest, int sequences,
                        cudaStream_t stream) {
   const bool computed = config.windows == AttentionWindows::kComputed;
+  if (computed && key_groups == 4) {
+    return head_dim == 32 ? LaunchShort<32, Element>(params, longest, sequences, stream)
+                          : LaunchShort<64, Element>(params, longest, sequences, stream);
+  }
+  const int m_blocks = (longest + 63) / 64;
   if (computed && key_groups == 2) {
     // Two groups of 4 warps: 256 threads, one CTA per SM by design (uncapped registers).
     return head_dim == 32
@@ -378,15 +423,15 @@ cudaError_t ForwardHalf(const AttentionProblem& p, const AttentionKernelConfig& 
       }
     }
   }
-  const int m_blocks = (LongestSequence(p) + 63) / 64;
   const AttentionDeviceLimits limits = CurrentDeviceLimits();
   const int key_groups = AttentionKeyGroups(p, config, limits);
-  // A pinned two-group config on a device whose blocks cannot hold its shared memory.
-  if (key_groups == 2 && TwoGroupSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block) {
+  // A pinned two-group or short config on a device whose blocks cannot hold its shared memory.
+  if ((key_groups == 2 && TwoGroupSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block) ||
+      (key_groups == 4 && ShortSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block)) {
     return cudaErrorInvalidValue;
   }
-  return LaunchHalf<Element>(config, key_groups, p.head_dim, params, m_blocks, p.num_sequences,
-                             stream);
+  return LaunchHalf<Element>(config, key_groups, p.head_dim, params, LongestSequence(p),
+                             p.num_sequences, stream);
 }
 
 cudaError_t ForwardFloat32(const AttentionProblem& p, cudaStream_t stream) {
@@ -437,8 +482,16 @@ int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelCon
   const int longest = LongestSequence(problem);
   const int64_t blocks = int64_t{(longest + 63) / 64} * problem.num_heads *
                          static_cast<int64_t>(problem.num_sequences);
+  if (blocks > limits.multiprocessors) return 1;
+  // Sequences <= kShortMaxKeys: the short kernel, whose warps each take a quarter of the keys of
+  // 16 rows (H200, one 128-token sequence of 12 heads: 6.8 us against two groups' 9.7; faster
+  // than both tile variants up to 5 such sequences, kernels/attention/NOTES.md).
+  if (CanRunShort(problem) &&
+      ShortSharedBytes(problem.head_dim) <= limits.max_shared_bytes_per_block) {
+    return 4;
+  }
   const bool fits = TwoGroupSharedBytes(problem.head_dim) <= limits.max_shared_bytes_per_block;
-  return longest > 64 && blocks <= limits.multiprocessors && fits ? 2 : 1;
+  return longest > 64 && fits ? 2 : 1;
 }
 
 cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
@@ -453,13 +506,14 @@ cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
   if (config.windows == AttentionWindows::kComputed && !CanComputeWindows(problem)) {
     return cudaErrorInvalidValue;
   }
-  if (config.key_groups < 0 || config.key_groups > 2 ||
-      (config.key_groups == 2 && config.windows != AttentionWindows::kComputed)) {
+  if (config.key_groups < 0 || config.key_groups == 3 || config.key_groups > 4 ||
+      (config.key_groups >= 2 && config.windows != AttentionWindows::kComputed)) {
     return cudaErrorInvalidValue;
   }
-  // One two-group kernel per head dim (256 threads, one CTA per SM by design): it runs whatever
-  // register cap the config names (computed windows, so d <= 64, checked above).
-  if (config.key_groups == 2) return cudaSuccess;
+  if (config.key_groups == 4 && !CanRunShort(problem)) return cudaErrorInvalidValue;
+  // One two-group and one short kernel per head dim (256 threads, one CTA per SM by design): they
+  // run whatever register cap the config names (computed windows, so d <= 64, checked above).
+  if (config.key_groups >= 2) return cudaSuccess;
   return HasVariant(problem.head_dim, config.windows, config.min_blocks_per_sm)
              ? cudaSuccess
              : cudaErrorInvalidValue;
@@ -479,6 +533,12 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
       }
     }
   }
+  AttentionKernelConfig short_kernel;  // Sequences <= kShortMaxKeys.
+  short_kernel.windows = AttentionWindows::kComputed;
+  short_kernel.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, short_kernel.windows);
+  short_kernel.key_groups = 4;
+  if (CheckAttentionConfig(problem, short_kernel) == cudaSuccess)
+    candidates.push_back(short_kernel);
   return candidates;
 }
 

@@ -96,10 +96,12 @@ struct AttentionDeviceLimits {
 };
 
 // The key groups (AttentionKernelConfig::key_groups) a launch of `config` on `problem` runs with
-// on a device with `limits`: the pinned count, or, automatic (0) with computed windows, 2 when
-// the grid of 64-row blocks x heads x sequences does not fill the SMs, the longest sequence has
-// at least two key tiles and the two groups' shared memory fits a block; else 1. A pinned 2 that
-// does not fit makes the forward return cudaErrorInvalidValue.
+// on a device with `limits`: the pinned count, or, automatic (0) with computed windows, when the
+// grid of 64-row blocks x heads x sequences does not fill the SMs: 4 (the short-sequence kernel)
+// where it can run the problem (sequences <= kShortMaxKeys) and its shared memory fits a block,
+// else 2 when the longest sequence has at least two key tiles and the two groups' shared memory
+// fits; 1 otherwise. A pinned 2 or 4 that does not fit makes the forward return
+// cudaErrorInvalidValue.
 int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelConfig& config,
                        const AttentionDeviceLimits& limits);
 

@@ -181,10 +181,16 @@ TEST(TuningProfileTest, ErrorsNameFileLineAndKey) {
        "p.yaml:10: entries[0].config.min_blocks_per_sm: must be >= 1"},
       {"{windows: tables, min_blocks_per_sm: 2}",
        "{windows: tables, min_blocks_per_sm: 2, key_groups: 3}",
-       "p.yaml:15: entries[1].config.key_groups: must be 0 (automatic), 1 or 2"},
+       "p.yaml:15: entries[1].config.key_groups: must be 0 (automatic), 1, 2 or 4"},
       {"{windows: tables, min_blocks_per_sm: 2}",
        "{windows: tables, min_blocks_per_sm: 2, key_groups: 2}",
        "p.yaml:15: entries[1].config.key_groups: 2 needs windows: computed"},
+      {"{windows: tables, min_blocks_per_sm: 2}",
+       "{windows: tables, min_blocks_per_sm: 2, key_groups: 4}",
+       "p.yaml:15: entries[1].config.key_groups: 4 needs windows: computed"},
+      {"{windows: tables, min_blocks_per_sm: 2}",
+       "{windows: computed, min_blocks_per_sm: 2, key_groups: 5}",
+       "p.yaml:15: entries[1].config.key_groups: must be 0 (automatic), 1, 2 or 4"},
       {"name: h200-test", "name: [h200", "p.yaml:"},
   };
   for (const Bad& bad : cases) {
@@ -247,6 +253,12 @@ TEST(TuningProfileTest, SaveWritesWhatLoadReads) {
   // Automatic (0), the default, is not written.
   loaded->entries[0].config.key_groups = 0;
   EXPECT_THAT(FormatTuningProfile(*loaded, "header"), Not(HasSubstr("key_groups")));
+  // The short-sequence kernel (key_groups 4) reads back as written.
+  loaded->entries[0].config.key_groups = 4;
+  ASSERT_TRUE(SaveTuningProfile(*loaded, "header", dir.path() / "p.yaml").ok());
+  absl::StatusOr<TuningProfile> short_kernel = LoadTuningProfile(dir.path() / "p.yaml");
+  ASSERT_TRUE(short_kernel.ok()) << short_kernel.status();
+  EXPECT_EQ(short_kernel->entries[0].config.key_groups, 4);
 }
 
 TEST(ProfileMatchTest, ExactThenSameMajorToolkitElseNone) {

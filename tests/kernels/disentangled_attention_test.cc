@@ -13,6 +13,8 @@
 #include <iostream>
 #include <random>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "engine/model/model_config.h"
@@ -305,16 +307,48 @@ void CheckAgainstFloat64(const Case& c, const kernels::AttentionKernelConfig* co
             << " tokens=" << host.total << ": rel L2 " << error << ", lse " << lse_error << "\n";
 }
 
+// The short-sequence kernel (sequences <= kShortMaxKeys), pinned.
+kernels::AttentionKernelConfig ShortKernelConfig() {
+  kernels::AttentionKernelConfig config;
+  config.windows = kernels::AttentionWindows::kComputed;
+  config.min_blocks_per_sm = 3;
+  config.key_groups = 4;
+  return config;
+}
+
 // Computed windows with the key tiles of each CTA in one warp group and split over two, pinned
-// (AttentionKernelConfig::key_groups; at L <= 64 the second group has no tile).
-void CheckBothKeyGroupCounts(const Case& c) {
-  for (int groups : {1, 2}) {
-    kernels::AttentionKernelConfig config;
-    config.windows = kernels::AttentionWindows::kComputed;
-    config.min_blocks_per_sm = 3;
+// (AttentionKernelConfig::key_groups; at L <= 64 the second group has no tile), and, where every
+// sequence is <= kShortMaxKeys, the short-sequence kernel.
+void CheckEveryKeyGroupCount(const Case& c) {
+  const bool short_batch =
+      *std::max_element(c.lengths.begin(), c.lengths.end()) <= kernels::kShortMaxKeys;
+  for (int groups : {1, 2, 4}) {
+    if (groups == 4 && !short_batch) continue;
+    kernels::AttentionKernelConfig config = ShortKernelConfig();
     config.key_groups = groups;
     CheckAgainstFloat64(c, &config);
   }
+}
+
+// A case of a (dtype, head dim, position terms) parameter with these lengths, seeded from both.
+Case ParamCase(const std::tuple<DataType, int, Positions>& param, std::vector<int> lengths,
+               uint32_t seed_base) {
+  Case c;
+  std::tie(c.dtype, c.head_dim, c.positions) = param;
+  c.lengths = std::move(lengths);
+  c.seed = seed_base + static_cast<uint32_t>(c.head_dim * 31 + static_cast<int>(c.positions) * 7 +
+                                             static_cast<int>(c.dtype));
+  return c;
+}
+
+// "bf16_d64_c2p_p2c": the test name of a (dtype, head dim, position terms) parameter.
+std::string TypeDimPositionsName(
+    const testing::TestParamInfo<std::tuple<DataType, int, Positions>>& param) {
+  std::string name = std::string(Name(std::get<0>(param.param))) + "_d" +
+                     std::to_string(std::get<1>(param.param)) + "_" +
+                     Name(std::get<2>(param.param));
+  std::replace(name.begin(), name.end(), '+', '_');
+  return name;
 }
 
 class AttentionAccuracyTest : public testing::TestWithParam<std::tuple<DataType, int, Positions>> {
@@ -322,27 +356,18 @@ class AttentionAccuracyTest : public testing::TestWithParam<std::tuple<DataType,
 
 TEST_P(AttentionAccuracyTest, PackedMixedLengthsMatchFloat64) {
   DFLASH_REQUIRE_GPU();
-  Case c;
-  std::tie(c.dtype, c.head_dim, c.positions) = GetParam();
-  c.lengths = {1, 2, 63, 64, 65, 127, 255, 256, 257, 511, 512, 513, 1000};
-  c.seed = static_cast<uint32_t>(c.head_dim * 31 + static_cast<int>(c.positions) * 7 +
-                                 static_cast<int>(c.dtype));
+  const Case c =
+      ParamCase(GetParam(), {1, 2, 63, 64, 65, 127, 255, 256, 257, 511, 512, 513, 1000}, 0);
   CheckAgainstFloat64(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllTypes, AttentionAccuracyTest,
-    testing::Combine(testing::Values(DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32),
-                     testing::Values(32, 64, 128),
-                     testing::Values(Positions::kC2P, Positions::kP2C, Positions::kBoth,
-                                     Positions::kNone)),
-    [](const testing::TestParamInfo<std::tuple<DataType, int, Positions>>& param) {
-      std::string name = std::string(Name(std::get<0>(param.param))) + "_d" +
-                         std::to_string(std::get<1>(param.param)) + "_" +
-                         Name(std::get<2>(param.param));
-      std::replace(name.begin(), name.end(), '+', '_');
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(AllTypes, AttentionAccuracyTest,
+                         testing::Combine(testing::Values(DataType::kFloat16, DataType::kBFloat16,
+                                                          DataType::kFloat32),
+                                          testing::Values(32, 64, 128),
+                                          testing::Values(Positions::kC2P, Positions::kP2C,
+                                                          Positions::kBoth, Positions::kNone)),
+                         TypeDimPositionsName);
 
 // Batches whose longest sequence is <= 512 (v3): every tile is a band tile. Up to L = 1024 the
 // kernel computes the C2P/P2C windows of each tile from PosK/PosQ with MMAs instead of reading
@@ -351,28 +376,19 @@ class ComputedWindowsTest : public testing::TestWithParam<std::tuple<DataType, i
 
 TEST_P(ComputedWindowsTest, ShortPackedLengthsMatchFloat64) {
   DFLASH_REQUIRE_GPU();
-  Case c;
-  std::tie(c.dtype, c.head_dim, c.positions) = GetParam();
-  c.lengths = {1, 2, 63, 64, 65, 127, 128, 129, 255, 256, 257, 383, 511, 512};
-  c.seed = static_cast<uint32_t>(1000 + c.head_dim * 31 + static_cast<int>(c.positions) * 7 +
-                                 static_cast<int>(c.dtype));
+  const Case c =
+      ParamCase(GetParam(), {1, 2, 63, 64, 65, 127, 128, 129, 255, 256, 257, 383, 511, 512}, 1000);
   CheckAgainstFloat64(c);
-  // The automatic choice takes one key group for a batch this size: both, pinned.
-  CheckBothKeyGroupCounts(c);
+  // The automatic choice takes one key group for a batch this size: the others, pinned.
+  CheckEveryKeyGroupCount(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    HalfTypes, ComputedWindowsTest,
-    testing::Combine(testing::Values(DataType::kFloat16, DataType::kBFloat16),
-                     testing::Values(32, 64),
-                     testing::Values(Positions::kC2P, Positions::kP2C, Positions::kBoth)),
-    [](const testing::TestParamInfo<std::tuple<DataType, int, Positions>>& param) {
-      std::string name = std::string(Name(std::get<0>(param.param))) + "_d" +
-                         std::to_string(std::get<1>(param.param)) + "_" +
-                         Name(std::get<2>(param.param));
-      std::replace(name.begin(), name.end(), '+', '_');
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(HalfTypes, ComputedWindowsTest,
+                         testing::Combine(testing::Values(DataType::kFloat16, DataType::kBFloat16),
+                                          testing::Values(32, 64),
+                                          testing::Values(Positions::kC2P, Positions::kP2C,
+                                                          Positions::kBoth)),
+                         TypeDimPositionsName);
 
 TEST(AttentionTest, SingleSequencesAndLengthOne) {
   DFLASH_REQUIRE_GPU();
@@ -387,9 +403,10 @@ TEST(AttentionTest, SingleSequencesAndLengthOne) {
   CheckAgainstFloat64(ones);
 }
 
-// One short sequence leaves most SMs idle: the automatic choice splits each CTA's key tiles over
-// two warp groups (odd and even tile counts; L <= 1024 computes windows, where every tile runs as
-// a band tile) and must match the reference like the one-group kernel. The padded-layout test
+// One short sequence leaves most SMs idle: the automatic choice runs the short-sequence kernel up
+// to 128 tokens and above splits each CTA's key tiles over two warp groups (odd and even tile
+// counts; L <= 1024 computes windows, where every tile runs as a band tile); each must match the
+// reference like the one-group kernel. The padded-layout test
 // below runs two groups too (18 CTAs), with a sequence whose second group sees only masked keys.
 TEST(AttentionTest, KeyGroupsOnSingleShortSequences) {
   DFLASH_REQUIRE_GPU();
@@ -401,8 +418,8 @@ TEST(AttentionTest, KeyGroupsOnSingleShortSequences) {
         c.head_dim = head_dim;
         c.lengths = {length};
         c.seed = static_cast<uint32_t>(300 + length + head_dim);
-        CheckAgainstFloat64(c);  // Automatic: two groups from 65 tokens.
-        CheckBothKeyGroupCounts(c);
+        CheckAgainstFloat64(c);  // Automatic: the short kernel to 128 tokens, then two groups.
+        CheckEveryKeyGroupCount(c);
       }
     }
   }
@@ -414,7 +431,35 @@ TEST(AttentionTest, PlainClampedPositionsWithoutBuckets) {
   c.log_buckets = false;
   c.lengths = {3, 100, 300};
   CheckAgainstFloat64(c);
+  // The short-sequence kernel where idx is not linear over a CTA's deltas (clamped at +-64): its
+  // slot-table path.
+  c.lengths = {3, 100, 128, 65};
+  const kernels::AttentionKernelConfig short_kernel = ShortKernelConfig();
+  for (int head_dim : {32, 64}) {
+    c.head_dim = head_dim;
+    CheckAgainstFloat64(c, &short_kernel);
+  }
 }
+
+// The short-sequence kernel (2 row warps x 4 key warps of 32 keys per CTA of 32 query rows) on
+// packed batches of every length class it meets: below, at and past each 16-row / 32-key / 32-row
+// boundary up to its 128-token limit, with length-1 sequences.
+class ShortKernelTest : public testing::TestWithParam<std::tuple<DataType, int, Positions>> {};
+
+TEST_P(ShortKernelTest, PackedLengthsUpTo128MatchFloat64) {
+  DFLASH_REQUIRE_GPU();
+  const Case c = ParamCase(
+      GetParam(), {1, 2, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65, 96, 100, 127, 128, 1}, 5000);
+  const kernels::AttentionKernelConfig short_kernel = ShortKernelConfig();
+  CheckAgainstFloat64(c, &short_kernel);
+}
+
+INSTANTIATE_TEST_SUITE_P(HalfTypes, ShortKernelTest,
+                         testing::Combine(testing::Values(DataType::kFloat16, DataType::kBFloat16),
+                                          testing::Values(32, 64),
+                                          testing::Values(Positions::kC2P, Positions::kP2C,
+                                                          Positions::kBoth)),
+                         TypeDimPositionsName);
 
 // Every variant a tuning profile may name (AttentionCandidateConfigs), on mixed lengths up to
 // 1000 (band and saturated tiles) with both position terms, and on 1500 / 2100 (longer than the
@@ -509,19 +554,19 @@ TEST(AttentionTest, LongSequencesMatchStrictFloat32Path) {
   }
 }
 
-TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
-  DFLASH_REQUIRE_GPU();
-  Case c;
-  c.lengths = {70, 5, 130};
+// The sequences of `c` packed, then right-padded to `padded` rows each (padding rows hold other
+// random values) with a key mask, both run with `config` (null: the heuristic's).
+void CheckPaddedEqualsPacked(const Case& c, int padded,
+                             const kernels::AttentionKernelConfig* config) {
   const HostProblem host(c);
   DeviceProblem packed(host);
   ASSERT_NO_FATAL_FAILURE(packed.Upload());
   std::vector<float> packed_out;
   std::vector<float> packed_lse;
-  ASSERT_NO_FATAL_FAILURE(packed.Run(packed.Problem(), &packed_out, &packed_lse));
+  kernels::AttentionProblem packed_problem = packed.Problem();
+  packed_problem.config = config;
+  ASSERT_NO_FATAL_FAILURE(packed.Run(packed_problem, &packed_out, &packed_lse));
 
-  // The same sequences right-padded to 130 rows each; padding rows hold other random values.
-  const int padded = 130;
   Case padded_case = c;
   padded_case.lengths = std::vector<int>(c.lengths.size(), padded);
   HostProblem padded_host(padded_case);
@@ -543,6 +588,7 @@ TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
   kernels::AttentionProblem problem = device.Problem();
   problem.key_padding_mask = mask_device.as<uint8_t>();
   problem.padded_length = padded;
+  problem.config = config;
   std::vector<float> padded_out;
   std::vector<float> padded_lse;
   ASSERT_NO_FATAL_FAILURE(device.Run(problem, &padded_out, &padded_lse));
@@ -559,6 +605,18 @@ TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
   }
   ASSERT_EQ(padded_valid.size(), packed_out.size());
   EXPECT_LE(RelativeL2(padded_valid, packed_out), 1e-4);
+}
+
+TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
+  DFLASH_REQUIRE_GPU();
+  Case c;
+  c.lengths = {70, 5, 130};
+  CheckPaddedEqualsPacked(c, 130, nullptr);
+  // The short-sequence kernel (sequences <= 128), pinned: the 5-token sequence's key warps past
+  // its fifth key see only masked keys.
+  c.lengths = {70, 5, 128};
+  const kernels::AttentionKernelConfig short_kernel = ShortKernelConfig();
+  CheckPaddedEqualsPacked(c, 128, &short_kernel);
 }
 
 // Host-side checks: no GPU needed.
@@ -729,10 +787,31 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaSuccess);
   computed.key_groups = 3;
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
+  computed.key_groups = 4;  // The short-sequence kernel: sequences <= 128 only.
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
+  problem.max_seqlen = 128;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaSuccess);
+  {
+    const std::vector<kernels::AttentionKernelConfig> short_candidates =
+        kernels::AttentionCandidateConfigs(problem);
+    EXPECT_EQ(short_candidates.back().key_groups, 4) << ConfigName(short_candidates.back());
+  }
+  problem.max_seqlen = 129;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
+  for (const kernels::AttentionKernelConfig& config : kernels::AttentionCandidateConfigs(problem)) {
+    EXPECT_NE(config.key_groups, 4);
+  }
+  problem.max_seqlen = 1025;
+  computed.key_groups = 5;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
   computed.key_groups = 0;
   bad = kernels::AttentionKernelConfig{};
   bad.key_groups = 2;
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
+  bad.key_groups = 4;  // Tables.
+  problem.max_seqlen = 128;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
+  problem.max_seqlen = 1025;
   bad.key_groups = 1;
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaSuccess);
   computed.windows = static_cast<AttentionWindows>(7);  // Not a window mode.
@@ -785,13 +864,20 @@ TEST(AttentionConfigTest, KeyGroupsSplitOnlyGridsThatLeaveSmsIdle) {
   computed.windows = kernels::AttentionWindows::kComputed;
   computed.min_blocks_per_sm = 3;
   const kernels::AttentionDeviceLimits h200{132, 232448};
-  const kernels::AttentionDeviceLimits ada{142, 101376};               // sm_89: 99 KB per block.
-  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, h200), 2);  // 24 CTAs on 132 SMs.
-  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, ada), 1);   // 122 KB do not fit.
-  problem.head_dim = 32;                                               // 98 KB do.
-  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, ada), 2);
+  const kernels::AttentionDeviceLimits ada{142, 101376};  // sm_89: 99 KB per block.
+  // 24 64-row blocks on 132 SMs, L <= 128: the short-sequence kernel.
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, h200), 4);
+  // Neither the short kernel's 110 KB nor two groups' 122 KB fit.
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, ada), 1);
+  problem.head_dim = 32;  // 72 KB do.
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, ada), 4);
   problem.head_dim = 64;
-  problem.max_seqlen = 64;  // One key tile: nothing to split.
+  problem.max_seqlen = 64;  // One key tile: the short kernel splits its keys too.
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, h200), 4);
+  problem.max_seqlen = 200;  // Longer than the short kernel: two groups.
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, h200), 2);
+  problem.max_seqlen = 128;  // 12 sequences x 24 blocks fill the SMs: one group.
+  problem.num_sequences = 12;
   EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, h200), 1);
   problem.max_seqlen = 512;  // 8 blocks x 12 heads x 2 sequences = 192 CTAs: the SMs are full.
   problem.num_sequences = 2;
