@@ -16,9 +16,9 @@
 //   storing d / 4 output columns: m = max_c m_c, O = sum_c 2^(m_c - m) O_c / sum_c 2^(m_c - m) l_c.
 // Every delta of a CTA lies in [m0 - 127, m0 + 31]: PosK / PosQ rows idx(m0 - 127) .. + 159 are
 // staged once (160 slots), so every warp's window is a slice of them; where idx is not linear
-// over those 159 deltas their slot table is staged in shared memory. Tensors: Q [32, d], K / V [128, d] (rows past the sequence
-// zero), PosK / PosQ windows [160, d], C2P [8 warps][16, 48], P2C [128, 48]; S [16, 32] and
-// O [16, d] per warp in registers.
+// over those 159 deltas their slot table is staged in shared memory. Tensors: Q [32, d], K / V
+// [128, d] (rows past the sequence zero), PosK / PosQ windows [160, d], C2P [8 warps][16, 48], P2C
+// [128, 48]; S [16, 32] and O [16, d] per warp in registers.
 #pragma once
 
 #include <cuda_bf16.h>
