@@ -17,6 +17,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "dflash_revision.h"  // Generated: DFLASH_REVISION (cmake/DflashRevision.cmake).
 #include "engine/common/logging.h"
 #include "engine/common/status_macros.h"
 #include "server/config/server_config.h"
