@@ -12,17 +12,20 @@
 #   mkdir -p .carrypack; tar -cf - .carry | xz -T2 -6 > .carrypack/carry.tar.xz
 # Usage (on the GPU machine): bash bench/engine/run_on_gpu.sh [--skip-tests] [--skip-service]
 #        [--skip-parity-shapes]   (no v3-large / v2-xlarge parity: the v3-base parts only)
+#        bash bench/engine/run_on_gpu.sh --parity-shapes-only   (the v3-large / v2-xlarge parity
+#        section alone: no tests, no v3-base benchmark, no service)
 #        bash bench/engine/run_on_gpu.sh --two-gpus   (nvidia-h200-x2: the two-device test and
 #        the service on devices [0, 1] under load)
 set -uo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,16p "$0"; exit 0; fi
-skip_tests=0; skip_service=0; skip_shapes=0; two_gpus=0
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,18p "$0"; exit 0; fi
+skip_tests=0; skip_service=0; skip_shapes=0; two_gpus=0; only_shapes=0
 for arg in "$@"; do
   case "$arg" in
     --skip-tests) skip_tests=1 ;;
     --skip-service) skip_service=1 ;;
     --skip-parity-shapes) skip_shapes=1 ;;
     --two-gpus) two_gpus=1 ;;
+    --parity-shapes-only) only_shapes=1; skip_tests=1; skip_service=1 ;;
     *) echo "unknown argument $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -97,10 +100,14 @@ if (( ! skip_tests )); then
 fi
 
 echo "== models and pairs"
+shapes=v3-base,v3-large,v2-xlarge
+(( only_shapes )) && shapes=v3-large,v2-xlarge
 python3 bench/engine/make_random_models.py --out "$work/models" \
-  --shapes v3-base,v3-large,v2-xlarge --num-labels 3 --seed 0 --device cuda 2>&1 | tail -12
+  --shapes "$shapes" --num-labels 3 --seed 0 --device cuda 2>&1 | tail -12
 python3 bench/engine/mnli_like_pairs.py --out "$work/mnli_like.jsonl" 2>&1 | tail -2
 
+command="bash bench/engine/run_on_gpu.sh (make_random_models.py, mnli_like_pairs.py, hf_baseline.py, dflash-bench-engine --dtype=fp16, make_engine_results.py)"
+if (( ! only_shapes )); then
 echo "== transformers eager baseline (v3-base, fp16)"
 python3 bench/engine/hf_baseline.py --model "$work/models/v3-base" --pairs "$work/mnli_like.jsonl" \
   --out "$work/hf.json" --device cuda --dtype fp16 --parity-count 512 \
@@ -109,11 +116,11 @@ echo "== ours (v3-base, fp16)"
 .carry/bin/dflash-bench-engine --model="$work/models/v3-base" --pairs="$work/mnli_like.jsonl" \
   --dtype=fp16 --parity_count=512 --parity_prefix="$work/parity" --json="$work/ours.json" \
   2>&1 | grep -v "^wrote" | tail -40
-command="bash bench/engine/run_on_gpu.sh (make_random_models.py, mnli_like_pairs.py, hf_baseline.py, dflash-bench-engine --dtype=fp16, make_engine_results.py)"
 python3 bench/engine/make_engine_results.py --ours "$work/ours.json" --hf "$work/hf.json" \
   --parity-prefix "$work/parity" --gpu "$gpu" --command "$command" \
   --out "$out/h200-engine.json" 2>&1 | tail -5
 cp "$work/ours.json" "$out/ours_v3-base.json"; cp "$work/hf.json" "$out/hf_v3-base.json"
+fi
 
 for shape in v3-large v2-xlarge; do
   (( skip_shapes )) && break
