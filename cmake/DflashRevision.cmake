@@ -1,5 +1,5 @@
 # Script mode (cmake -DSOURCE_DIR=... -DOUT=... -P DflashRevision.cmake), run by the
-# dflash_revision target on every build: writes OUT, a header defining DFLASH_REVISION as the
+# dflash_revision target whenever dflash-server is built: writes OUT, a header defining DFLASH_REVISION as the
 # source tree's `git rev-parse --short=12 HEAD` ("" outside git), and rewrites it only when the
 # revision changed, so an unchanged revision rebuilds nothing and a new commit rebuilds only what
 # includes it. (A configure-time revision went stale: Info reported the revision the build

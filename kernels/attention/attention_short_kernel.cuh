@@ -154,7 +154,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   int seqlen;
   SequenceBounds(params, sequence, &seq_start, &seqlen);
   if (m0 >= seqlen) {
-    CpAsyncWait<0>();  // No copy outlives the CTA's shared memory.
+    // No copy outlives the CTA's shared memory (wait_group waits for committed groups only).
+    CpAsyncCommit();
+    CpAsyncWait<0>();
     return;
   }
 

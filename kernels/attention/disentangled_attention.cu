@@ -163,12 +163,12 @@ bool CanComputeWindows(const AttentionProblem& p) {
 
 // Whether the short-sequence kernel (four key warps of 32 keys over 32 query rows) can run `p`:
 // computed windows, every sequence <= kShortMaxKeys, and idx growing by at most one slot per
-// delta over the deltas a CTA reaches (|delta| < kShortMaxKeys + 32), so that the 47 deltas of a
-// warp's tile fit its 48-slot windows.
+// delta over the deltas of such sequences (|delta| <= kShortMaxKeys - 1), so that the 47 deltas
+// of a warp's tile fit its 48-slot windows.
 bool CanRunShort(const AttentionProblem& p) {
   if (!CanComputeWindows(p) || LongestSequence(p) > kShortMaxKeys) return false;
   if (p.head_dim != 32 && p.head_dim != 64) return false;
-  constexpr int64_t kReach = kShortMaxKeys + 32;
+  constexpr int64_t kReach = kShortMaxKeys - 1;
   for (int64_t delta = -kReach; delta < kReach; ++delta) {
     const int step = LookUp(p.positions, delta + 1) - LookUp(p.positions, delta);
     if (step < 0 || step > 1) return false;
@@ -533,12 +533,9 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
       }
     }
   }
-  AttentionKernelConfig short_kernel;  // Sequences <= kShortMaxKeys.
-  short_kernel.windows = AttentionWindows::kComputed;
-  short_kernel.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, short_kernel.windows);
-  short_kernel.key_groups = 4;
-  if (CheckAttentionConfig(problem, short_kernel) == cudaSuccess)
-    candidates.push_back(short_kernel);
+  // No pinned key groups: a tuner's workload family spans batch sizes, and the launch's choice
+  // (key_groups 0) takes the short kernel or two groups only for grids that leave SMs idle (pinned,
+  // the short kernel runs 16k-token batches of L = 128 1.36x slower).
   return candidates;
 }
 

@@ -110,7 +110,8 @@ int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelCon
 cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
                                  const AttentionKernelConfig& config);
 
-// Every variant that can run `problem` (for the tuner), the heuristic's first.
+// Every variant that can run `problem` (for the tuner), the heuristic's first. None pins
+// key_groups: the launch picks them for the batch's grid (AttentionKeyGroups).
 std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProblem& problem);
 
 // Device scratch for the C2P/P2C tables: bytes needed for a problem with the variant it will run
