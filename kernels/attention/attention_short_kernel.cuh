@@ -79,7 +79,10 @@ struct ShortAttentionTraits {
 
 // Asynchronous copy of source rows first_row .. first_row + kRows - 1 (row stride `row_stride`)
 // into a padded shared tile, rows at or past `valid_rows` zero: every thread copies one 16-byte
-// column of every (kThreads / chunks per row)-th row, unrolled (no division per copy).
+// column of every (kThreads / chunks per row)-th row, unrolled (no division per copy). The tile
+// kernel's LoadTile does the same with a 64-bit row product per copy; advancing one pointer per
+// pass measured 1.5% faster here (ncu, one 128-token sequence: 6.70-6.75 against 6.85 us), and
+// LoadTile keeps its form for the register-capped tile kernels, whose ptxas counts it sets.
 template <typename Traits, int kRows>
 __device__ __forceinline__ void CopyRows(typename Traits::Element* tile,
                                          const typename Traits::Element* base, int64_t row_stride,

@@ -166,8 +166,9 @@ bool CanComputeWindows(const AttentionProblem& p) {
 // delta over the deltas of such sequences (|delta| <= kShortMaxKeys - 1), so that the 47 deltas
 // of a warp's tile fit its 48-slot windows.
 bool CanRunShort(const AttentionProblem& p) {
-  if (!CanComputeWindows(p) || LongestSequence(p) > kShortMaxKeys) return false;
-  if (p.head_dim != 32 && p.head_dim != 64) return false;
+  // The cheap checks first: this runs at every launch of a grid that leaves SMs idle.
+  if (LongestSequence(p) > kShortMaxKeys || (p.head_dim != 32 && p.head_dim != 64)) return false;
+  if (!CanComputeWindows(p)) return false;
   constexpr int64_t kReach = kShortMaxKeys - 1;
   for (int64_t delta = -kReach; delta < kReach; ++delta) {
     const int step = LookUp(p.positions, delta + 1) - LookUp(p.positions, delta);
