@@ -17,8 +17,9 @@ ARG UBUNTU_VERSION=24.04
 # ---- build stages ---------------------------------------------------------------------------
 
 FROM nvidia/cuda:${CUDA_VERSION}-devel-ubuntu${UBUNTU_VERSION} AS build-gpu
-# The GPU generations the kernels are compiled for: A100 (80), L4/L40S/RTX 40 (89), H100/H200 (90).
-ARG CUDA_ARCHITECTURES="80;89;90"
+# The GPU generations the kernels are compiled for: A100 (80), L4/L40S/RTX 40 (89), H100/H200
+# (90a: the sm_90a features of the warpgroup attention kernel), and sm_90 PTX for later GPUs.
+ARG CUDA_ARCHITECTURES="80;89;90a-real;90-virtual"
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 WORKDIR /src
 # The install step first, alone: its layer is reused until the package list changes.

@@ -9,7 +9,9 @@ if(NOT DFLASH_CUDA STREQUAL "OFF")
   check_language(CUDA)
   if(CMAKE_CUDA_COMPILER)
     if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-      set(CMAKE_CUDA_ARCHITECTURES 90)
+      # H100 / H200 machine code with the sm_90a features (wgmma: the attention kernel's
+      # warpgroup variant), and sm_90 PTX that later GPUs can JIT-compile.
+      set(CMAKE_CUDA_ARCHITECTURES "90a-real;90-virtual")
     endif()
     enable_language(CUDA)
     set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 flag for nvcc.

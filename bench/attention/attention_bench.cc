@@ -39,6 +39,11 @@ ABSL_FLAG(int, key_groups, -1,
           "Pin AttentionKernelConfig::key_groups on the built-in variant (1, 2, or 4: the "
           "short-sequence kernel, sequences <= 128); -1 runs the built-in choice unchanged.");
 
+ABSL_FLAG(std::string, mma, "",
+          "Pin AttentionKernelConfig::mma on the built-in variant (sync, or wgmma: the warpgroup "
+          "table kernel, H100 / H200 at d = 64; it pins tables at every length); empty runs the "
+          "built-in choice unchanged.");
+
 namespace {
 
 using dflash::kernels::DataType;
@@ -142,6 +147,21 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, DataType 
   dflash::kernels::AttentionKernelConfig pinned = dflash::kernels::HeuristicAttentionConfig(p);
   if (absl::GetFlag(FLAGS_key_groups) >= 0) {
     pinned.key_groups = absl::GetFlag(FLAGS_key_groups);
+    p.config = &pinned;
+  }
+  if (const std::string mma = absl::GetFlag(FLAGS_mma); !mma.empty()) {
+    if (mma != "sync" && mma != "wgmma") {
+      std::fprintf(stderr, "--mma: expected sync or wgmma, got %s\n", mma.c_str());
+      std::exit(2);
+    }
+    pinned.mma = mma == "wgmma" ? dflash::kernels::AttentionMma::kWarpgroup
+                                : dflash::kernels::AttentionMma::kSync;
+    // The warpgroup kernel is a table kernel: pinning it pins tables at every length.
+    if (mma == "wgmma") {
+      pinned.windows = dflash::kernels::AttentionWindows::kTables;
+      pinned.min_blocks_per_sm = 2;
+      pinned.key_groups = 0;
+    }
     p.config = &pinned;
   }
   const size_t workspace_bytes = dflash::kernels::AttentionWorkspaceBytes(p);

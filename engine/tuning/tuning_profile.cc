@@ -111,7 +111,8 @@ absl::StatusOr<kernels::AttentionKernelConfig> ParseConfig(const YAML::Node& nod
                                                            absl::string_view path,
                                                            const Errors& errors) {
   DFLASH_RETURN_IF_ERROR(CheckKeys(
-      node, path, {"windows", "min_blocks_per_sm", "block_m", "block_n", "warps", "key_groups"},
+      node, path,
+      {"windows", "min_blocks_per_sm", "block_m", "block_n", "warps", "key_groups", "mma"},
       {"windows", "min_blocks_per_sm"}, errors));
   kernels::AttentionKernelConfig config;
   const YAML::Node windows = node["windows"];
@@ -147,6 +148,22 @@ absl::StatusOr<kernels::AttentionKernelConfig> ParseConfig(const YAML::Node& nod
     if (config.key_groups >= 2 && config.windows != kernels::AttentionWindows::kComputed) {
       return errors.At(value, field_path,
                        absl::StrCat(config.key_groups, " needs windows: computed"));
+    }
+  }
+  // Optional: absent is mma.sync; wgmma is the warpgroup table kernel (H100 / H200).
+  if (const YAML::Node value = node["mma"]) {
+    const std::string field_path = absl::StrCat(path, ".mma");
+    if (value.IsScalar() && value.Scalar() == "sync") {
+      config.mma = kernels::AttentionMma::kSync;
+    } else if (value.IsScalar() && value.Scalar() == "wgmma") {
+      config.mma = kernels::AttentionMma::kWarpgroup;
+    } else {
+      return errors.At(value, field_path,
+                       absl::StrCat("expected sync or wgmma, got ", Shown(value)));
+    }
+    if (config.mma == kernels::AttentionMma::kWarpgroup &&
+        config.windows != kernels::AttentionWindows::kTables) {
+      return errors.At(value, field_path, "wgmma needs windows: tables");
     }
   }
   return config;
@@ -215,6 +232,9 @@ std::string ConfigLabel(const kernels::AttentionKernelConfig& config) {
   std::string label =
       absl::StrCat(kernels::AttentionWindowsName(config.windows), "/", config.min_blocks_per_sm);
   if (config.key_groups != 0) absl::StrAppend(&label, "/kg", config.key_groups);
+  if (config.mma != kernels::AttentionMma::kSync) {
+    absl::StrAppend(&label, "/", kernels::AttentionMmaName(config.mma));
+  }
   return label;
 }
 
@@ -302,7 +322,11 @@ std::string FormatTuningProfile(const TuningProfile& profile, absl::string_view 
     absl::StrAppend(&text, "    config: {windows: ", kernels::AttentionWindowsName(c.windows),
                     ", min_blocks_per_sm: ", c.min_blocks_per_sm, ", block_m: ", c.block_m,
                     ", block_n: ", c.block_n, ", warps: ", c.warps,
-                    c.key_groups != 0 ? absl::StrCat(", key_groups: ", c.key_groups) : "", "}\n");
+                    c.key_groups != 0 ? absl::StrCat(", key_groups: ", c.key_groups) : "",
+                    c.mma != kernels::AttentionMma::kSync
+                        ? absl::StrCat(", mma: ", kernels::AttentionMmaName(c.mma))
+                        : "",
+                    "}\n");
     if (entry.ms) absl::StrAppend(&text, "    ms: ", Number(*entry.ms), "\n");
     if (entry.heuristic_ms) {
       absl::StrAppend(&text, "    heuristic_ms: ", Number(*entry.heuristic_ms), "\n");

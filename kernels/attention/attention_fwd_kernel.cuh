@@ -19,9 +19,12 @@
 // GEMMs and their DRAM round trip.
 // No bias value is gathered from global memory element by element. K (with the tile's bias
 // operands) and V are loaded one step ahead (FlashAttention-2's order, two barriers per tile).
+// With Traits::kWgmma (sm_90a, the table kernel at d = 64) the CTA's 4 warps issue Q K^T and P V
+// as one warpgroup (wgmma, attention_wgmma_tiles.cuh) and band tiles' windows arrive by TMA
+// (tma_sm90.h) instead of per-thread copies.
 // Shapes: Q/K/V tiles [64, D] in shared memory (rows padded by 8 elements so that ldmatrix rows
-// fall on distinct banks); C2P/P2C windows [64, kSlotWindow]; S [16, 64] and O [16, D] per warp
-// in registers.
+// fall on distinct banks; dense and 128-byte swizzled for wgmma); C2P/P2C windows [64,
+// kSlotWindow]; S [16, 64] and O [16, D] per warp in registers.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -32,15 +35,20 @@
 
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/attention_warp_tiles.cuh"
+#include "kernels/attention/attention_wgmma_tiles.cuh"
 #include "kernels/attention/mma_sm80.h"
+#include "kernels/attention/tma_sm90.h"
 #include "kernels/common/element_conversion.cuh"
 
 namespace dflash::kernels {
 
-template <int kHeadDim_, typename Element_>
+// kWgmma_: Q K^T and P V by sm_90a warpgroup MMAs (wgmma_sm90.h) over 128-byte-swizzled dense Q,
+// K, V tiles, in place of mma.sync over padded ones; the table kernel at d = 64 only.
+template <int kHeadDim_, typename Element_, bool kWgmma_ = false>
 struct AttentionTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
+  static constexpr bool kWgmma = kWgmma_;
   static constexpr int kBlockM = 64;
   static constexpr int kBlockN = 64;
   static constexpr int kWarps = 4;
@@ -51,7 +59,8 @@ struct AttentionTraits {
   // uncapped) is capped, without spills.
   static constexpr int kMinBlocksPerSm = 2;
   static constexpr int kMinBlocksPerSmComputed = kHeadDim <= 64 ? 3 : 2;
-  static constexpr int kRowStride = kHeadDim + 8;  // Elements per shared-memory row.
+  // Elements per shared-memory row of Q, K, V: padded for ldmatrix, dense and swizzled for wgmma.
+  static constexpr int kRowStride = kWgmma ? kHeadDim : kHeadDim + 8;
   static constexpr int kTileElements = kBlockM * kRowStride;
   static constexpr int kWindowElements = kBlockM * kSlotWindow;
   // The computed-window mode (d <= 64) stages PosK / PosQ rows [kComputedWindow, d] where the
@@ -71,7 +80,11 @@ struct AttentionTraits {
   static constexpr int kGroupBytes =
       (2 * kTileElements + 2 * kBiasRegionElements) * static_cast<int>(sizeof(Element)) +
       kBlockN * static_cast<int>(sizeof(float));
-  static constexpr int kCommonBytes = 2 * kBlockM * static_cast<int>(sizeof(float)) +
+  // The mbarrier of the warpgroup kernel's TMA window copies (16 bytes, first: 8-byte aligned),
+  // the two row terms per query row, the slot table.
+  static constexpr int kBarrierBytes = 16;
+  static constexpr int kCommonBytes = kBarrierBytes +
+                                      2 * kBlockM * static_cast<int>(sizeof(float)) +
                                       (2 * kSharedLutBand + 1) * static_cast<int>(sizeof(int16_t));
   static constexpr int SharedBytes(int key_groups) {
     return kQBytes + key_groups * kGroupBytes + kCommonBytes;
@@ -82,6 +95,11 @@ struct AttentionTraits {
   static_assert(kQBytes % 16 == 0 && kGroupBytes % 16 == 0,
                 "each group's tiles start 16-byte aligned (cp.async), column terms 8 (float2)");
   static_assert(kHeadDim % 16 == 0, "head dim must be a multiple of 16");
+  static_assert(!kWgmma || kHeadDim == 64, "wgmma tiles are 64 x 64 (one 128-byte swizzle row)");
+  static_assert(!kWgmma || kQBytes % 1024 == 0, "swizzled tiles start 1024-byte aligned");
+  static_assert(!kWgmma || (kQBytes % 128 == 0 && kTileElements * sizeof(Element) % 128 == 0 &&
+                            kBiasRegionElements * sizeof(Element) % 128 == 0),
+                "TMA windows start 128-byte aligned");
 };
 
 // This thread's index in its group of kKeyGroups (DisentangledAttentionKernel), read from
@@ -130,15 +148,41 @@ __device__ __forceinline__ void LoadTile(typename Traits::Element* tile,
     constexpr int kRowStep = kCopiers / Traits::kChunksPerRow;
     static_assert(kCopiers % Traits::kChunksPerRow == 0 && Traits::kBlockM % kRowStep == 0,
                   "whole rows per pass");
-    const int column = (thread % Traits::kChunksPerRow) * 8;
+    const int chunk = thread % Traits::kChunksPerRow;
+    const int column = chunk * 8;
+    // wgmma's 128-byte swizzle: chunk c of row r at c ^ (r % 8); kRowStep is a multiple of 8,
+    // so the thread's rows share r % 8.
+    const int stored_column =
+        Traits::kWgmma ? (chunk ^ (thread / Traits::kChunksPerRow % 8)) * 8 : column;
+    static_assert(!Traits::kWgmma || kRowStep % 8 == 0, "rows of one thread share r % 8");
+    const int first_row = thread / Traits::kChunksPerRow;
+    if constexpr (Traits::kWgmma) {
+      // A fixed count of steps (thread / kChunksPerRow < kRowStep), each advancing a 64-bit row
+      // offset: with the loop bound on the row itself the compiler does not unroll the loop and
+      // forms each row's 64-bit product anew (SASS: ~12 instructions per copy). The mma.sync
+      // kernels keep that form: this one takes their tables kernel from 167 to 191 registers at
+      // d = 64 (ptxas, CUDA 13.0), one resident CTA per SM less.
+      int64_t offset = static_cast<int64_t>(row0 + first_row) * row_stride + column;
+      const int64_t step_offset = static_cast<int64_t>(kRowStep) * row_stride;
 #pragma unroll
-    for (int row = thread / Traits::kChunksPerRow; row < Traits::kBlockM; row += kRowStep) {
-      const bool valid = row0 + row < rows;
-      const typename Traits::Element* source =
-          valid ? base + static_cast<int64_t>(row0 + row) * row_stride + column : base;
-      CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
+      for (int step = 0; step < Traits::kBlockM / kRowStep; ++step) {
+        const int row = first_row + step * kRowStep;
+        const bool valid = row0 + row < rows;
+        CpAsync16(tile + row * Traits::kRowStride + stored_column, valid ? base + offset : base,
+                  valid ? 16 : 0);
+        offset += step_offset;
+      }
+    } else {
+#pragma unroll
+      for (int row = first_row; row < Traits::kBlockM; row += kRowStep) {
+        const bool valid = row0 + row < rows;
+        const typename Traits::Element* source =
+            valid ? base + static_cast<int64_t>(row0 + row) * row_stride + column : base;
+        CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
+      }
     }
   } else {
+    static_assert(!Traits::kWgmma, "swizzled tiles are copied by row steps");
     CopyRowsByChunks<Traits>(tile, base, row_stride, row0, Traits::kBlockM, rows, thread, kCopiers);
   }
 }
@@ -280,9 +324,12 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
 // too small to fill the GPU (one short sequence), where a CTA's latency is the kernel's.
 template <typename Traits, bool kComputeWindows, int kMinBlocks, int kKeyGroups>
 __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
-    DisentangledAttentionKernel(const AttentionParams<typename Traits::Element> params) {
+    DisentangledAttentionKernel(const AttentionParams<typename Traits::Element> params,
+                                const __grid_constant__ AttentionWindowMaps window_maps) {
   static_assert(kKeyGroups == 1 || kKeyGroups == 2, "one or two key groups");
   static_assert(!kComputeWindows || Traits::kCanComputeWindows, "bias region too small");
+  static_assert(!Traits::kWgmma || (!kComputeWindows && kKeyGroups == 1),
+                "wgmma: the table kernel, one warpgroup per CTA");
   using Element = typename Traits::Element;
   using MmaOp = Mma<Element>;
   constexpr int D = Traits::kHeadDim;
@@ -302,7 +349,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 
   // This thread's key group (its index in it: ThreadInGroup).
   const int key_group = kKeyGroups == 1 ? 0 : static_cast<int>(threadIdx.x / Traits::kThreads);
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  // 1024-byte alignment: the wgmma tiles' swizzle follows address bits 7-9.
+  extern __shared__ __align__(1024) unsigned char shared_bytes[];
   Element* sQ = reinterpret_cast<Element*>(shared_bytes);
   unsigned char* group_bytes = shared_bytes + Traits::kQBytes + key_group * Traits::kGroupBytes;
   Element* sK = reinterpret_cast<Element*>(group_bytes);
@@ -311,7 +359,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   Element* sP2C = sC2P + Traits::kBiasRegionElements;
   float* sPSaturated = reinterpret_cast<float*>(sP2C + Traits::kBiasRegionElements);
   unsigned char* common_bytes = shared_bytes + Traits::kQBytes + kKeyGroups * Traits::kGroupBytes;
-  float* sCSaturated = reinterpret_cast<float*>(common_bytes);  // [2][kBlockM]: hi, then lo.
+  uint64_t* window_barrier = reinterpret_cast<uint64_t*>(common_bytes);
+  // [2][kBlockM]: hi, then lo.
+  float* sCSaturated = reinterpret_cast<float*>(common_bytes + Traits::kBarrierBytes);
   int16_t* sLut = reinterpret_cast<int16_t*>(sCSaturated + 2 * Traits::kBlockM);
   // The group's barrier inside the key loop (barrier 0, __syncthreads, spans the CTA).
   auto group_sync = [&]() {
@@ -349,7 +399,13 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       sLut[i] = static_cast<int16_t>(params.lut[i]);
     }
   }
-  // The slot table copy is read by every thread when it classifies tiles.
+  // The warpgroup table kernel copies band tiles' windows with TMA (one thread issues, every thread
+  // waits on window_barrier, whose phase parity flips per window pair).
+  constexpr bool kTmaWindows = Traits::kWgmma && !kComputeWindows;
+  uint32_t window_phase = 0;
+  if (kTmaWindows && threadIdx.x == 0) MbarrierInit(window_barrier);
+  // The slot table copy is read by every thread when it classifies tiles (and the barrier is
+  // initialised before anyone uses it).
   __syncthreads();
 
   // This thread's two rows (local), as query positions in the sequence.
@@ -419,7 +475,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // tile), and of its V rows. The saturated column term p_j = P2C[h, j, s] (unscaled) is read
   // into a register here and stored to shared memory by store_p_saturated once the current tile is
   // done with it.
-  float p_saturated_next = 0.0f;
+  // Held in the input type and converted at the store: converted at the load, the conversion
+  // waited there for the global read (ncu, L = 8192: 7% of the warpgroup kernel's stall samples).
+  Element p_saturated_next = Element();
   auto issue_k_and_bias = [&](int n0) {
     LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(sK, k_base, params.k_row_stride, n0,
                                                           seqlen);
@@ -437,6 +495,16 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
                                                params.pos_row_stride, tile.window0, rows,
                                                params.pos_rows);
       }
+    } else if (kTmaWindows && has_positions && tile.fixed_slot < 0) {
+      // Every thread is done with the previous windows (the barrier before this call).
+      if (threadIdx.x == 0) {
+        constexpr uint32_t kWindowBytes = Traits::kWindowElements * sizeof(Element);
+        MbarrierArriveExpectBytes(window_barrier,
+                                  (has_c2p ? kWindowBytes : 0) + (has_p2c ? kWindowBytes : 0));
+        const int row = static_cast<int>(table_base);
+        if (has_c2p) TmaLoad2d(sC2P, &window_maps.c2p, tile.window0, row + m0, window_barrier);
+        if (has_p2c) TmaLoad2d(sP2C, &window_maps.p2c, tile.window0, row + n0, window_barrier);
+      }
     } else if (has_positions && tile.fixed_slot < 0) {
       if (params.c2p != nullptr) {
         LoadWindow<Traits, kKeyGroups>(sC2P, params.c2p, table_base, m0, seqlen - 1,
@@ -448,13 +516,13 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       }
     } else if (has_positions && ThreadInGroup<Traits, kKeyGroups>() < kN && params.p2c != nullptr) {
       const int key = min(n0 + ThreadInGroup<Traits, kKeyGroups>(), seqlen - 1);
-      p_saturated_next = ToFloat(
-          params.p2c[(table_base + key) * params.slot_stride + tile.fixed_slot - params.slot_base]);
+      p_saturated_next =
+          params.p2c[(table_base + key) * params.slot_stride + tile.fixed_slot - params.slot_base];
     }
   };
   auto store_p_saturated = [&]() {
     const int thread = ThreadInGroup<Traits, kKeyGroups>();
-    if (!kComputeWindows && thread < kN) sPSaturated[thread] = p_saturated_next;
+    if (!kComputeWindows && thread < kN) sPSaturated[thread] = ToFloat(p_saturated_next);
   };
 
   // Software pipeline over key tiles, two barriers per tile (FlashAttention-2's order):
@@ -468,13 +536,14 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   }
   CpAsyncCommit();
   CpAsyncWait<1>();
+  if constexpr (Traits::kWgmma) FenceSharedForAsyncProxy();
   __syncthreads();
 
   // Q fragments of this warp's 16 rows, for every k-step (sQ is never overwritten: with
   // computed windows they are reloaded per tile rather than held across the window MMAs).
   uint32_t q_fragments[kKSteps][4];
   auto load_q_fragments = [&]() { LoadRowFragments<Traits>(q_fragments, sQ, warp * 16, lane); };
-  load_q_fragments();
+  if constexpr (!Traits::kWgmma) load_q_fragments();
 
   float o[kDTiles][4];
 #pragma unroll
@@ -491,6 +560,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // KB(n) has landed and every thread's copies are visible; every warp is done with sV
     // (P V of tile n - 1): start V(n).
     CpAsyncWait<0>();
+    if constexpr (Traits::kWgmma) FenceSharedForAsyncProxy();
+    if (kTmaWindows && has_positions && classify(n0).fixed_slot < 0) {
+      MbarrierWait(window_barrier, window_phase);
+      window_phase ^= 1;
+    }
     group_sync();
     LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(sV, v_base, params.v_row_stride, n0,
                                                           seqlen);
@@ -533,7 +607,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
     }
-    AccumulateScores<Traits, kN>(s, q_fragments, sK, lane);
+    if constexpr (Traits::kWgmma) {
+      WgmmaScores<Traits>(s, sQ, sK);
+    } else {
+      AccumulateScores<Traits, kN>(s, q_fragments, sK, lane);
+    }
 
     // Scores to the exp2 domain: exp2 argument = s * score_scale + row_offset. Plain and
     // saturated tiles keep s unscaled and fold the scale (and, saturated, the row term c_i) into
@@ -598,6 +676,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // V(n) has landed; every warp is done with sK and the bias operands of this tile: start
     // the next tile's.
     CpAsyncWait<0>();
+    if constexpr (Traits::kWgmma) FenceSharedForAsyncProxy();
     group_sync();
     if (has_next) {
       issue_k_and_bias(n0 + kKeyGroups * kN);
@@ -636,7 +715,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     }
 
     // O += P V, P taken straight from the S accumulators.
-    AccumulateValues<Traits, kN>(o, s, sV, lane);
+    if constexpr (Traits::kWgmma) {
+      WgmmaValues<Traits>(o, s, sV);
+    } else {
+      AccumulateValues<Traits, kN>(o, s, sV, lane);
+    }
 
     // The next saturated column term (read since the barrier above, where every warp was done
     // with this tile's) goes to shared memory; the next iteration's first barrier publishes it.

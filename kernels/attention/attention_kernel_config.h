@@ -19,6 +19,17 @@ enum class AttentionWindows : uint8_t {
   kComputed = 1,
 };
 
+// The tensor-core instructions of the tile kernel's Q K^T and P V.
+enum class AttentionMma : uint8_t {
+  // mma.sync m16n8k16 per warp (sm_80 and later): every variant.
+  kSync = 0,
+  // wgmma per warpgroup (sm_90a: H100 / H200): the table kernel at d = 64, where B operands are
+  // read from shared memory once per 64 rows instead of once per warp's 16
+  // (attention_wgmma_tiles.cuh). Needs a device of compute capability 9.0 and a build whose
+  // CUDA architectures include 90a (AttentionWgmmaRuns).
+  kWarpgroup = 1,
+};
+
 // One kernel variant. The tile shape is fixed today (64 query rows x 64 keys, 4 warps): the
 // fields exist so that profiles name it and refuse a shape this binary does not have.
 struct AttentionKernelConfig {
@@ -38,13 +49,14 @@ struct AttentionKernelConfig {
   // (fewer 64-row blocks x heads than SMs: one short sequence): 4 where the short kernel runs the
   // problem, else 2 when there are two key tiles; otherwise 1. 1, 2 or 4 pins it.
   int key_groups = 0;
+  AttentionMma mma = AttentionMma::kSync;
 };
 
 // nvcc compiles kernels/ as C++17: no defaulted comparison.
 inline bool operator==(const AttentionKernelConfig& a, const AttentionKernelConfig& b) {
   return a.block_m == b.block_m && a.block_n == b.block_n && a.warps == b.warps &&
          a.windows == b.windows && a.min_blocks_per_sm == b.min_blocks_per_sm &&
-         a.key_groups == b.key_groups;
+         a.key_groups == b.key_groups && a.mma == b.mma;
 }
 inline bool operator!=(const AttentionKernelConfig& a, const AttentionKernelConfig& b) {
   return !(a == b);
@@ -52,5 +64,7 @@ inline bool operator!=(const AttentionKernelConfig& a, const AttentionKernelConf
 
 // Short stable names used in profiles and logs: "tables", "computed".
 const char* AttentionWindowsName(AttentionWindows windows);
+// "sync", "wgmma".
+const char* AttentionMmaName(AttentionMma mma);
 
 }  // namespace dflash::kernels

@@ -2,6 +2,8 @@
 // AttentionProblem (disentangled_attention.cu).
 #pragma once
 
+#include <cuda.h>
+
 #include <cstdint>
 
 namespace dflash::kernels {
@@ -67,6 +69,16 @@ struct AttentionParams {
   int linear_band;
   int slot_zero;
   float* lse;
+};
+
+// The C2P / P2C tables as 2-D tensors [H * total_tokens rows, slot_stride] read in [64,
+// kSlotWindow] boxes, for the warpgroup kernel's TMA window copies (tma_sm90.h); unused elsewhere.
+// A kernel parameter of its own (__grid_constant__: TMA reads it at its parameter address): taking
+// the address of AttentionParams instead cost the kernel 50 registers (ptxas), its fields no
+// longer being constant-bank operands.
+struct AttentionWindowMaps {
+  CUtensorMap c2p;
+  CUtensorMap p2c;
 };
 
 }  // namespace dflash::kernels

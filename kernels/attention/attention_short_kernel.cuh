@@ -121,7 +121,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const int m0 = static_cast<int>(blockIdx.x) * Traits::kBlockM;
   const int thread = static_cast<int>(threadIdx.x);
 
-  extern __shared__ __align__(16) unsigned char shared_bytes[];
+  extern __shared__ __align__(1024) unsigned char shared_bytes[];
   Element* sQ = reinterpret_cast<Element*>(shared_bytes);
   Element* sK = sQ + Traits::kQElements;
   Element* sV = sK + Traits::kKeyElements;

@@ -1,12 +1,16 @@
 // Host side of the disentangled attention forward: validation, the slot range and saturation
 // thresholds of a batch, the C2P/P2C tables (one strided-batched cuBLAS GEMM each), and the
 // kernel launch for each dtype and head dimension.
+#include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
+#include <type_traits>
 
 #include "kernels/attention/attention_fp32_kernel.cuh"
 #include "kernels/attention/attention_fwd_kernel.cuh"
@@ -140,6 +144,11 @@ bool Valid(const AttentionProblem& p) {
 // windows ran 1.5x faster than tables at L = 128, 1.2x at 512 and 1.05x at 1024, and 1.15x slower
 // at 2048, where 43% of the tiles are saturated and read one table slot each.
 constexpr int kComputeWindowsMaxLength = 1024;
+// The same crossover against the warpgroup table kernel (AttentionMma::kWarpgroup, d = 64), whose
+// band tiles take their windows by TMA. H200, BF16, same shapes (dflash-bench-attention --mma=):
+// computed windows 0.130 / 0.236 ms at L = 128 / 256, the warpgroup table kernel 0.178 / 0.300;
+// at 512 0.410 against 0.385, at 1024 0.702 against 0.529.
+constexpr int kComputeWindowsMaxLengthBesideWarpgroup = 256;
 
 // Whether the kernel can compute the C2P/P2C windows of its band tiles itself (from PosK / PosQ,
 // with MMAs: C2P_win [64, <=128] = Q_blk . PosK_win^T) instead of reading tables [H, T, slots]
@@ -191,7 +200,11 @@ int DefaultMinBlocks(int head_dim, AttentionWindows windows) {
   return AttentionTraits<64, __half>::kMinBlocksPerSm;
 }
 
-bool HasVariant(int head_dim, AttentionWindows windows, int min_blocks) {
+bool HasVariant(int head_dim, AttentionWindows windows, int min_blocks, AttentionMma mma) {
+  if (mma == AttentionMma::kWarpgroup) {
+    return windows == AttentionWindows::kTables && head_dim == 64 && min_blocks == 2 &&
+           AttentionWgmmaRuns();
+  }
   switch (windows) {
     case AttentionWindows::kTables:
       return min_blocks == 2;
@@ -207,20 +220,28 @@ AttentionDeviceLimits CurrentDeviceLimits() {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> multiprocessors[kMaxDevices] = {};
   static std::atomic<int> shared_bytes[kMaxDevices] = {};
+  static std::atomic<int> capabilities[kMaxDevices] = {};
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) return {};
   int count = multiprocessors[device].load(std::memory_order_relaxed);
   int shared = shared_bytes[device].load(std::memory_order_relaxed);
-  if (count == 0 || shared == 0) {
+  int capability = capabilities[device].load(std::memory_order_relaxed);
+  if (count == 0 || shared == 0 || capability == 0) {
+    int major = 0;
+    int minor = 0;
     if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
         cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
-            cudaSuccess) {
+            cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
       return {};
     }
+    capability = 10 * major + minor;
     multiprocessors[device].store(count, std::memory_order_relaxed);
     shared_bytes[device].store(shared, std::memory_order_relaxed);
+    capabilities[device].store(capability, std::memory_order_relaxed);
   }
-  return {count, static_cast<size_t>(shared)};
+  return {count, static_cast<size_t>(shared), capability};
 }
 
 // Shared memory of the two-key-group kernel at `head_dim` (the same for both half types).
@@ -271,6 +292,44 @@ cublasStatus_t PositionTable(cublasHandle_t blas, const Element* x, int64_t x_ro
       CUBLAS_GEMM_DEFAULT);
 }
 
+// cuTensorMapEncodeTiled from the driver, through the runtime (kernels/ links no libcuda);
+// null when the driver lacks it.
+PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encoder = [] {
+    void* function = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &function, 12000,
+                                         cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      return static_cast<PFN_cuTensorMapEncodeTiled_v12000>(nullptr);
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
+  }();
+  return encoder;
+}
+
+// The TMA description of a C2P / P2C table [rows = H * tokens, slot_stride] (16-bit elements)
+// read in [64 rows, kSlotWindow slots] boxes; columns and rows past its end read as zeros.
+template <typename Element>
+cudaError_t EncodeWindowMap(const Element* table, int64_t rows, int slot_stride, CUtensorMap* map) {
+  const PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  // The kernel addresses rows with 32-bit TMA coordinates.
+  if (rows > std::numeric_limits<int32_t>::max()) return cudaErrorInvalidValue;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(slot_stride), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(slot_stride) * sizeof(Element)};
+  const cuuint32_t box[2] = {kSlotWindow, 64};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult result =
+      encode(map,
+             std::is_same_v<Element, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+             2, const_cast<Element*>(table), dims, strides, box, element_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
 // The tensors, layout and sizes of `p` as kernel parameters (position fields left empty).
 template <typename Element>
 AttentionParams<Element> TensorParams(const AttentionProblem& p) {
@@ -294,11 +353,11 @@ AttentionParams<Element> TensorParams(const AttentionProblem& p) {
 
 // Launches `kernel` over grid (m_blocks, heads, sequences) with `shared` bytes of dynamic shared
 // memory. Sequences run along grid z, which holds at most 65535: larger batches (a rerank of many
-// short passages) take several launches.
-template <typename Element>
-cudaError_t LaunchOverSequences(void (*kernel)(AttentionParams<Element>), int threads, int shared,
-                                AttentionParams<Element> params, int m_blocks, int num_sequences,
-                                cudaStream_t stream) {
+// short passages) take several launches. `extra`: the kernel's parameters after the first.
+template <typename Element, typename... Extra>
+cudaError_t LaunchOverSequences(void (*kernel)(AttentionParams<Element>, Extra...), int threads,
+                                int shared, AttentionParams<Element> params, int m_blocks,
+                                int num_sequences, cudaStream_t stream, const Extra&... extra) {
   if (shared > 48 * 1024) {
     const cudaError_t error =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
@@ -308,20 +367,22 @@ cudaError_t LaunchOverSequences(void (*kernel)(AttentionParams<Element>), int th
   for (int first = 0; first < num_sequences; first += kMaxGridZ) {
     params.sequence_offset = first;
     const dim3 grid(m_blocks, params.num_heads, std::min(kMaxGridZ, num_sequences - first));
-    kernel<<<grid, threads, shared, stream>>>(params);
+    kernel<<<grid, threads, shared, stream>>>(params, extra...);
     if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
   }
   return cudaSuccess;
 }
 
-template <int kHeadDim, typename Element, bool kComputeWindows, int kMinBlocks, int kKeyGroups = 1>
-cudaError_t LaunchTensorCore(const AttentionParams<Element>& params, int m_blocks,
-                             int num_sequences, cudaStream_t stream) {
-  using Traits = AttentionTraits<kHeadDim, Element>;
-  return LaunchOverSequences<Element>(
+template <int kHeadDim, typename Element, bool kComputeWindows, int kMinBlocks, int kKeyGroups = 1,
+          bool kWgmma = false>
+cudaError_t LaunchTensorCore(const AttentionParams<Element>& params,
+                             const AttentionWindowMaps& maps, int m_blocks, int num_sequences,
+                             cudaStream_t stream) {
+  using Traits = AttentionTraits<kHeadDim, Element, kWgmma>;
+  return LaunchOverSequences<Element, AttentionWindowMaps>(
       DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks, kKeyGroups>,
       Traits::kThreads * kKeyGroups, Traits::SharedBytes(kKeyGroups), params, m_blocks,
-      num_sequences, stream);
+      num_sequences, stream, maps);
 }
 
 // The short-sequence kernel: 32-row blocks of sequences <= kShortMaxKeys.
@@ -337,8 +398,8 @@ cudaError_t LaunchShort(const AttentionParams<Element>& params, int longest, int
 // The compiled variants (HasVariant lists the same set). `key_groups` is resolved (1, 2 or 4).
 template <typename Element>
 cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int head_dim,
-                       const AttentionParams<Element>& params, int longest, int sequences,
-                       cudaStream_t stream) {
+                       const AttentionParams<Element>& params, const AttentionWindowMaps& maps,
+                       int longest, int sequences, cudaStream_t stream) {
   const bool computed = config.windows == AttentionWindows::kComputed;
   if (computed && key_groups == 4) {
     return head_dim == 32 ? LaunchShort<32, Element>(params, longest, sequences, stream)
@@ -347,24 +408,31 @@ cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int 
   const int m_blocks = (longest + 63) / 64;
   if (computed && key_groups == 2) {
     // Two groups of 4 warps: 256 threads, one CTA per SM by design (uncapped registers).
-    return head_dim == 32
-               ? LaunchTensorCore<32, Element, true, 1, 2>(params, m_blocks, sequences, stream)
-               : LaunchTensorCore<64, Element, true, 1, 2>(params, m_blocks, sequences, stream);
+    return head_dim == 32 ? LaunchTensorCore<32, Element, true, 1, 2>(params, maps, m_blocks,
+                                                                      sequences, stream)
+                          : LaunchTensorCore<64, Element, true, 1, 2>(params, maps, m_blocks,
+                                                                      sequences, stream);
   }
   switch (head_dim) {
     case 32:
       return computed
-                 ? LaunchTensorCore<32, Element, true, 3>(params, m_blocks, sequences, stream)
-                 : LaunchTensorCore<32, Element, false, 2>(params, m_blocks, sequences, stream);
+                 ? LaunchTensorCore<32, Element, true, 3>(params, maps, m_blocks, sequences, stream)
+                 : LaunchTensorCore<32, Element, false, 2>(params, maps, m_blocks, sequences,
+                                                           stream);
     case 64:
       if (!computed) {
-        return LaunchTensorCore<64, Element, false, 2>(params, m_blocks, sequences, stream);
+        return config.mma == AttentionMma::kWarpgroup
+                   ? LaunchTensorCore<64, Element, false, 2, 1, true>(params, maps, m_blocks,
+                                                                      sequences, stream)
+                   : LaunchTensorCore<64, Element, false, 2>(params, maps, m_blocks, sequences,
+                                                             stream);
       }
       return config.min_blocks_per_sm == 2
-                 ? LaunchTensorCore<64, Element, true, 2>(params, m_blocks, sequences, stream)
-                 : LaunchTensorCore<64, Element, true, 3>(params, m_blocks, sequences, stream);
+                 ? LaunchTensorCore<64, Element, true, 2>(params, maps, m_blocks, sequences, stream)
+                 : LaunchTensorCore<64, Element, true, 3>(params, maps, m_blocks, sequences,
+                                                          stream);
     case 128:
-      return LaunchTensorCore<128, Element, false, 2>(params, m_blocks, sequences, stream);
+      return LaunchTensorCore<128, Element, false, 2>(params, maps, m_blocks, sequences, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -424,6 +492,18 @@ cudaError_t ForwardHalf(const AttentionProblem& p, const AttentionKernelConfig& 
       }
     }
   }
+  AttentionWindowMaps maps{};
+  if (config.mma == AttentionMma::kWarpgroup && !compute_windows && HasPositions(p)) {
+    const int64_t rows = static_cast<int64_t>(p.num_heads) * params.total_tokens;
+    if (params.c2p != nullptr) {
+      const cudaError_t error = EncodeWindowMap(params.c2p, rows, params.slot_stride, &maps.c2p);
+      if (error != cudaSuccess) return error;
+    }
+    if (params.p2c != nullptr) {
+      const cudaError_t error = EncodeWindowMap(params.p2c, rows, params.slot_stride, &maps.p2c);
+      if (error != cudaSuccess) return error;
+    }
+  }
   const AttentionDeviceLimits limits = CurrentDeviceLimits();
   const int key_groups = AttentionKeyGroups(p, config, limits);
   // A pinned two-group or short config on a device whose blocks cannot hold its shared memory.
@@ -431,7 +511,7 @@ cudaError_t ForwardHalf(const AttentionProblem& p, const AttentionKernelConfig& 
       (key_groups == 4 && ShortSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block)) {
     return cudaErrorInvalidValue;
   }
-  return LaunchHalf<Element>(config, key_groups, p.head_dim, params, LongestSequence(p),
+  return LaunchHalf<Element>(config, key_groups, p.head_dim, params, maps, LongestSequence(p),
                              p.num_sequences, stream);
 }
 
@@ -463,12 +543,44 @@ const char* AttentionWindowsName(AttentionWindows windows) {
   return "?";
 }
 
+const char* AttentionMmaName(AttentionMma mma) {
+  switch (mma) {
+    case AttentionMma::kSync:
+      return "sync";
+    case AttentionMma::kWarpgroup:
+      return "wgmma";
+  }
+  return "?";
+}
+
+bool AttentionWgmmaRuns() {
+#if defined(DFLASH_KERNELS_SM90A)
+  return CurrentDeviceLimits().compute_capability == 90;
+#else
+  return false;
+#endif
+}
+
 AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem) {
   AttentionKernelConfig config;
-  if (CanComputeWindows(problem) && LongestSequence(problem) <= kComputeWindowsMaxLength) {
+  // The warpgroup table kernel where it runs (d = 64, half types, H100 / H200): it moves the
+  // crossover with computed windows down to 256 tokens, except for grids that leave SMs idle
+  // (one short sequence), whose latency the computed windows' key groups cut and where the table
+  // GEMMs would add two launches.
+  const bool warpgroup =
+      problem.dtype != DataType::kFloat32 && problem.head_dim == 64 && AttentionWgmmaRuns();
+  const int64_t blocks = int64_t{(LongestSequence(problem) + 63) / 64} * problem.num_heads *
+                         static_cast<int64_t>(problem.num_sequences);
+  const bool fills_sms = blocks > CurrentDeviceLimits().multiprocessors;
+  const int computed_up_to =
+      warpgroup && fills_sms ? kComputeWindowsMaxLengthBesideWarpgroup : kComputeWindowsMaxLength;
+  if (CanComputeWindows(problem) && LongestSequence(problem) <= computed_up_to) {
     config.windows = AttentionWindows::kComputed;
   }
   config.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, config.windows);
+  if (warpgroup && config.windows == AttentionWindows::kTables) {
+    config.mma = AttentionMma::kWarpgroup;
+  }
   return config;
 }
 
@@ -515,7 +627,7 @@ cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
   // One two-group and one short kernel per head dim (256 threads, one CTA per SM by design): they
   // run whatever register cap the config names (computed windows, so d <= 64, checked above).
   if (config.key_groups >= 2) return cudaSuccess;
-  return HasVariant(problem.head_dim, config.windows, config.min_blocks_per_sm)
+  return HasVariant(problem.head_dim, config.windows, config.min_blocks_per_sm, config.mma)
              ? cudaSuccess
              : cudaErrorInvalidValue;
 }
@@ -533,6 +645,12 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
         candidates.push_back(config);
       }
     }
+  }
+  // The warpgroup table kernel, where this device and build run it.
+  AttentionKernelConfig warpgroup;
+  warpgroup.mma = AttentionMma::kWarpgroup;
+  if (warpgroup != heuristic && CheckAttentionConfig(problem, warpgroup) == cudaSuccess) {
+    candidates.push_back(warpgroup);
   }
   // No pinned key groups: a tuner's workload family spans batch sizes, and the launch's choice
   // (key_groups 0) takes the short kernel or two groups only for grids that leave SMs idle (pinned,

@@ -14,9 +14,10 @@
 // made by one batched GEMM each over the slots the longest sequence can reach; inside the kernel,
 // key tiles whose deltas all lie beyond the saturation thresholds read one slot per row and one
 // per column instead of gathering per element (shared/KERNELS.md section 2.8). For short
-// sequences (d <= 64, L <= 1024 by default; AttentionKernelConfig::windows chooses) the kernel
-// computes the windows of these tables that each tile needs from PosK/PosQ itself, with no GEMMs
-// and no workspace.
+// sequences (d <= 64, L <= 1024 by default, 256 beside the warpgroup kernel; the config's
+// `windows` chooses) the kernel computes the windows of these tables that each tile needs from
+// PosK/PosQ itself, with no GEMMs and no workspace. On H100 / H200 the table kernel at d = 64 has
+// a warpgroup variant (wgmma, TMA window copies; AttentionKernelConfig::mma).
 //
 // This header needs only the CUDA runtime API: kernels/ builds with the CUDA toolkit alone.
 #pragma once
@@ -85,15 +86,23 @@ struct AttentionProblem {
 
 // The built-in choice, what runs when problem.config is null: computed windows for d <= 64 and
 // sequences <= 1024 (kComputeWindowsMaxLength: the crossover measured on the H200), tables
-// otherwise; 64 x 64 tiles, 4 warps, the default register caps. The strict float32 path has a
-// single variant: the default-constructed config.
+// otherwise; 64 x 64 tiles, 4 warps, the default register caps. Where the warpgroup kernel runs
+// (AttentionWgmmaRuns: an H100 / H200 and a build with sm_90a) half-precision d = 64 problems
+// take it, with tables, past 256 tokens instead (past 1024 where the grid of 64-row blocks x heads
+// x sequences does not fill the SMs). The strict float32 path has a single variant: the
+// default-constructed config.
 AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem);
 
 // What a launch adapts to on the current device.
 struct AttentionDeviceLimits {
   int multiprocessors = 0;
   size_t max_shared_bytes_per_block = 0;  // cudaDevAttrMaxSharedMemoryPerBlockOptin
+  int compute_capability = 0;             // 10 * major + minor; 0 when there is no device.
 };
+
+// True when AttentionMma::kWarpgroup runs on the current device: the build has the sm_90a image
+// of the kernels (CUDA architectures include 90a) and the device has compute capability 9.0.
+bool AttentionWgmmaRuns();
 
 // The key groups (AttentionKernelConfig::key_groups) a launch of `config` on `problem` runs with
 // on a device with `limits`: the pinned count, or, automatic (0) with computed windows, when the
@@ -116,7 +125,8 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
 
 // Device scratch for the C2P/P2C tables: bytes needed for a problem with the variant it will run
 // (problem.config, else the heuristic's): 0 when no position term, and when the kernel computes
-// the position windows itself (by default: d <= 64 and sequences <= 1024).
+// the position windows itself (by default: d <= 64 and sequences <= 1024, or <= 256 where the
+// warpgroup kernel runs, HeuristicAttentionConfig).
 size_t AttentionWorkspaceBytes(const AttentionProblem& problem);
 // The most any candidate variant of `problem` needs (what an autotuner's workspace must hold).
 size_t AttentionMaxWorkspaceBytes(const AttentionProblem& problem);

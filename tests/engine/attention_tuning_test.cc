@@ -191,6 +191,12 @@ TEST(TuningProfileTest, ErrorsNameFileLineAndKey) {
       {"{windows: tables, min_blocks_per_sm: 2}",
        "{windows: computed, min_blocks_per_sm: 2, key_groups: 5}",
        "p.yaml:15: entries[1].config.key_groups: must be 0 (automatic), 1, 2 or 4"},
+      {"{windows: tables, min_blocks_per_sm: 2}",
+       "{windows: tables, min_blocks_per_sm: 2, mma: tensor}",
+       "p.yaml:15: entries[1].config.mma: expected sync or wgmma, got 'tensor'"},
+      {"{windows: tables, min_blocks_per_sm: 2}",
+       "{windows: computed, min_blocks_per_sm: 3, mma: wgmma}",
+       "p.yaml:15: entries[1].config.mma: wgmma needs windows: tables"},
       {"name: h200-test", "name: [h200", "p.yaml:"},
   };
   for (const Bad& bad : cases) {
@@ -259,6 +265,16 @@ TEST(TuningProfileTest, SaveWritesWhatLoadReads) {
   absl::StatusOr<TuningProfile> short_kernel = LoadTuningProfile(dir.path() / "p.yaml");
   ASSERT_TRUE(short_kernel.ok()) << short_kernel.status();
   EXPECT_EQ(short_kernel->entries[0].config.key_groups, 4);
+  // The warpgroup table kernel: written as mma: wgmma, read back; sync (the default) not written.
+  loaded->entries[0].config = kernels::AttentionKernelConfig{};
+  EXPECT_THAT(FormatTuningProfile(*loaded, "header"), Not(HasSubstr("mma")));
+  loaded->entries[0].config.mma = kernels::AttentionMma::kWarpgroup;
+  EXPECT_THAT(FormatTuningProfile(*loaded, "header"), HasSubstr("mma: wgmma"));
+  EXPECT_EQ(ConfigLabel(loaded->entries[0].config), "tables/2/wgmma");
+  ASSERT_TRUE(SaveTuningProfile(*loaded, "header", dir.path() / "p.yaml").ok());
+  absl::StatusOr<TuningProfile> warpgroup = LoadTuningProfile(dir.path() / "p.yaml");
+  ASSERT_TRUE(warpgroup.ok()) << warpgroup.status();
+  EXPECT_EQ(warpgroup->entries[0].config.mma, kernels::AttentionMma::kWarpgroup);
 }
 
 TEST(ProfileMatchTest, ExactThenSameMajorToolkitElseNone) {

@@ -279,7 +279,10 @@ double Tolerance(DataType dtype) {
 std::string ConfigName(const kernels::AttentionKernelConfig& config) {
   return std::string(kernels::AttentionWindowsName(config.windows)) + "/" +
          std::to_string(config.min_blocks_per_sm) +
-         (config.key_groups != 0 ? "/kg" + std::to_string(config.key_groups) : std::string());
+         (config.key_groups != 0 ? "/kg" + std::to_string(config.key_groups) : std::string()) +
+         (config.mma != kernels::AttentionMma::kSync
+              ? std::string("/") + kernels::AttentionMmaName(config.mma)
+              : std::string());
 }
 
 // `config`: the variant to run (null: the heuristic's).
@@ -479,8 +482,10 @@ TEST_P(VariantTest, EveryCandidateMatchesFloat64) {
     ASSERT_NO_FATAL_FAILURE(device.Upload());
     const std::vector<kernels::AttentionKernelConfig> candidates =
         kernels::AttentionCandidateConfigs(device.Problem());
-    // d <= 64 has both window modes (and d = 64 two register caps for computed windows).
-    EXPECT_EQ(candidates.size(), c.head_dim == 64 ? 3u : c.head_dim == 32 ? 2u : 1u);
+    // d <= 64 has both window modes (and d = 64 two register caps for computed windows, and the
+    // warpgroup table kernel on an H100 / H200).
+    const size_t warpgroup = c.head_dim == 64 && kernels::AttentionWgmmaRuns() ? 1 : 0;
+    EXPECT_EQ(candidates.size(), c.head_dim == 64 ? 3u + warpgroup : c.head_dim == 32 ? 2u : 1u);
     for (const kernels::AttentionKernelConfig& config : candidates) {
       SCOPED_TRACE(ConfigName(config));
       CheckAgainstFloat64(c, &config);
@@ -511,14 +516,21 @@ TEST(AttentionTest, LongSequencesMatchStrictFloat32Path) {
       std::vector<float> out;
       std::vector<float> lse;
       ASSERT_NO_FATAL_FAILURE(device.Run(device.Problem(), &out, &lse));
-      // The table-free variants (profiles may pick them at any length) on the same inputs.
+      // The table-free variants (profiles may pick them at any length) and the other instruction
+      // set of the table kernel (the warpgroup one where it runs) on the same inputs.
       std::vector<kernels::AttentionKernelConfig> variants(2);
       variants[0].windows = kernels::AttentionWindows::kComputed;
       variants[0].min_blocks_per_sm = 3;
       variants[1].windows = kernels::AttentionWindows::kComputed;
       variants[1].min_blocks_per_sm = 2;
+      if (kernels::AttentionWgmmaRuns()) {
+        kernels::AttentionKernelConfig other = kernels::HeuristicAttentionConfig(device.Problem());
+        other.mma = other.mma == kernels::AttentionMma::kSync ? kernels::AttentionMma::kWarpgroup
+                                                              : kernels::AttentionMma::kSync;
+        variants.push_back(other);
+      }
       std::vector<std::vector<float>> variant_out(variants.size());
-      for (size_t i = 0; i < variants.size() && length <= 8192; ++i) {
+      for (size_t i = 0; i < variants.size() && (length <= 8192 || i >= 2); ++i) {
         kernels::AttentionProblem problem = device.Problem();
         problem.config = &variants[i];
         std::vector<float> variant_lse;
@@ -617,6 +629,13 @@ TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
   c.lengths = {70, 5, 128};
   const kernels::AttentionKernelConfig short_kernel = ShortKernelConfig();
   CheckPaddedEqualsPacked(c, 128, &short_kernel);
+  // The warpgroup table kernel, where it runs (the heuristic takes tables past 1024 tokens).
+  if (kernels::AttentionWgmmaRuns()) {
+    c.lengths = {1100, 5, 1300};
+    kernels::AttentionKernelConfig warpgroup;
+    warpgroup.mma = kernels::AttentionMma::kWarpgroup;
+    CheckPaddedEqualsPacked(c, 1300, &warpgroup);
+  }
 }
 
 // Host-side checks: no GPU needed.
@@ -715,9 +734,9 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
     return ((12u * 1000 * stride + kernels::kTableSlack) * 2 + 255) / 256 * 256;
   };
   // Up to L = 1024 the kernel computes its C2P/P2C windows from PosK/PosQ and needs no tables
-  // (d <= 64).
+  // (d <= 64; where the warpgroup table kernel runs, up to L = 256 for grids that fill the SMs).
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
-  problem.max_seqlen = 512;
+  problem.max_seqlen = 512;  // One sequence: a grid that leaves SMs idle keeps computed windows.
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
   // L = 128 at d = 128 uses tables: slots idx(-127) .. idx(127) = 129 .. 383, 255 slots widened
   // to 256.
@@ -735,20 +754,39 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
 
 TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   const RelativePositionIndex index(V3Positions(true));
-  kernels::AttentionProblem problem = SizingProblem(index, 1024, 1024);
+  // Today's built-in choice: computed windows up to L = 1024 (3 CTAs per SM), tables above; where
+  // the warpgroup table kernel runs (an H100 / H200), computed windows up to 256, then it.
+  const bool warpgroup = kernels::AttentionWgmmaRuns();
+  const kernels::AttentionMma table_mma =
+      warpgroup ? kernels::AttentionMma::kWarpgroup : kernels::AttentionMma::kSync;
+  kernels::AttentionProblem problem = SizingProblem(index, warpgroup ? 256 : 1024, 16384);
+  problem.num_sequences = 16;  // A grid that fills the SMs.
   using kernels::AttentionWindows;
-  // Today's built-in choice: computed windows up to L = 1024 (3 CTAs per SM), tables above.
   kernels::AttentionKernelConfig heuristic = kernels::HeuristicAttentionConfig(problem);
   EXPECT_EQ(heuristic.windows, AttentionWindows::kComputed);
   EXPECT_EQ(heuristic.min_blocks_per_sm, 3);
-  problem.max_seqlen = 1025;
+  EXPECT_EQ(heuristic.mma, kernels::AttentionMma::kSync);
+  problem.max_seqlen = warpgroup ? 257 : 1025;
   heuristic = kernels::HeuristicAttentionConfig(problem);
   EXPECT_EQ(heuristic.windows, AttentionWindows::kTables);
   EXPECT_EQ(heuristic.min_blocks_per_sm, 2);
-  // The heuristic's first, then the other window mode and the d = 64 register cap.
+  EXPECT_EQ(heuristic.mma, table_mma);
+  // One sequence whose grid leaves SMs idle (700 tokens x 12 heads: 132 blocks of 64 rows) keeps
+  // computed windows (their key groups) up to L = 1024 everywhere; 1024 tokens (192 blocks) fill.
+  problem.num_sequences = 1;
+  problem.max_seqlen = 700;
+  EXPECT_EQ(kernels::HeuristicAttentionConfig(problem).windows, AttentionWindows::kComputed);
+  problem.max_seqlen = 1024;
+  EXPECT_EQ(kernels::HeuristicAttentionConfig(problem).windows,
+            warpgroup ? AttentionWindows::kTables : AttentionWindows::kComputed);
+  problem.num_sequences = 16;
+  problem.max_seqlen = 1025;
+  heuristic = kernels::HeuristicAttentionConfig(problem);
+  // The heuristic's first, then the other window mode and the d = 64 register cap, and, on an
+  // H100 / H200 with the sm_90a image, the table kernel's other instruction set.
   const std::vector<kernels::AttentionKernelConfig> candidates =
       kernels::AttentionCandidateConfigs(problem);
-  ASSERT_EQ(candidates.size(), 3u);
+  ASSERT_EQ(candidates.size(), warpgroup ? 4u : 3u);
   EXPECT_EQ(candidates[0], heuristic);
   for (const kernels::AttentionKernelConfig& config : candidates) {
     EXPECT_EQ(kernels::CheckAttentionConfig(problem, config), cudaSuccess) << ConfigName(config);
@@ -826,6 +864,43 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
 // the tuner may try is one too: a register cap or default changed on one side only (Traits,
 // AttentionKernelConfig, HasVariant) fails here, on the host, rather than as "invalid argument"
 // on the GPU.
+// The warpgroup table kernel (AttentionMma::kWarpgroup): tables, d = 64, half types, and only
+// where it runs (an H100 / H200 and a build with sm_90a; never on the CI machine).
+TEST(AttentionConfigTest, WarpgroupKernelOnlyWhereItRuns) {
+  const RelativePositionIndex index(V3Positions(true));
+  kernels::AttentionProblem problem = SizingProblem(index, 2048, 4096);
+  kernels::AttentionKernelConfig warpgroup;
+  warpgroup.mma = kernels::AttentionMma::kWarpgroup;
+  const cudaError_t where_it_runs =
+      kernels::AttentionWgmmaRuns() ? cudaSuccess : cudaErrorInvalidValue;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, warpgroup), where_it_runs);
+  const std::vector<kernels::AttentionKernelConfig> candidates =
+      kernels::AttentionCandidateConfigs(problem);
+  EXPECT_EQ(std::count(candidates.begin(), candidates.end(), warpgroup),
+            kernels::AttentionWgmmaRuns() ? 1 : 0);
+  kernels::AttentionKernelConfig bad = warpgroup;
+  bad.windows = kernels::AttentionWindows::kComputed;
+  bad.min_blocks_per_sm = 3;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
+  bad = warpgroup;
+  bad.min_blocks_per_sm = 3;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
+  bad = warpgroup;
+  bad.key_groups = 2;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
+  for (int head_dim : {32, 128}) {
+    problem.head_dim = head_dim;
+    EXPECT_EQ(kernels::CheckAttentionConfig(problem, warpgroup), cudaErrorInvalidValue);
+    EXPECT_EQ(kernels::HeuristicAttentionConfig(problem).mma, kernels::AttentionMma::kSync);
+  }
+  problem.head_dim = 64;
+  problem.dtype = DataType::kFloat32;  // The strict path has one kernel.
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, warpgroup), cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::HeuristicAttentionConfig(problem).mma, kernels::AttentionMma::kSync);
+  EXPECT_STREQ(kernels::AttentionMmaName(kernels::AttentionMma::kWarpgroup), "wgmma");
+  EXPECT_STREQ(kernels::AttentionMmaName(kernels::AttentionMma::kSync), "sync");
+}
+
 TEST(AttentionConfigTest, HeuristicAndCandidatesAreCompiledVariants) {
   const RelativePositionIndex index(V3Positions(true));
   for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32}) {
