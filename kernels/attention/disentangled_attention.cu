@@ -553,27 +553,27 @@ const char* AttentionMmaName(AttentionMma mma) {
   return "?";
 }
 
-bool AttentionWgmmaRuns() {
+bool AttentionWgmmaCompiled() {
 #if defined(DFLASH_KERNELS_SM90A)
-  return CurrentDeviceLimits().compute_capability == 90;
+  return true;
 #else
   return false;
 #endif
 }
 
+bool AttentionWgmmaRuns() {
+  return AttentionWgmmaCompiled() && CurrentDeviceLimits().compute_capability == 90;
+}
+
 AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem) {
   AttentionKernelConfig config;
   // The warpgroup table kernel where it runs (d = 64, half types, H100 / H200): it moves the
-  // crossover with computed windows down to 256 tokens, except for grids that leave SMs idle
-  // (one short sequence), whose latency the computed windows' key groups cut and where the table
-  // GEMMs would add two launches.
+  // crossover with computed windows down to 256 tokens (AttentionLaunchConfig keeps computed
+  // windows for grids that leave SMs idle).
   const bool warpgroup =
       problem.dtype != DataType::kFloat32 && problem.head_dim == 64 && AttentionWgmmaRuns();
-  const int64_t blocks = int64_t{(LongestSequence(problem) + 63) / 64} * problem.num_heads *
-                         static_cast<int64_t>(problem.num_sequences);
-  const bool fills_sms = blocks > CurrentDeviceLimits().multiprocessors;
   const int computed_up_to =
-      warpgroup && fills_sms ? kComputeWindowsMaxLengthBesideWarpgroup : kComputeWindowsMaxLength;
+      warpgroup ? kComputeWindowsMaxLengthBesideWarpgroup : kComputeWindowsMaxLength;
   if (CanComputeWindows(problem) && LongestSequence(problem) <= computed_up_to) {
     config.windows = AttentionWindows::kComputed;
   }
@@ -582,6 +582,22 @@ AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem) 
     config.mma = AttentionMma::kWarpgroup;
   }
   return config;
+}
+
+AttentionKernelConfig AttentionLaunchConfig(const AttentionProblem& problem,
+                                            const AttentionKernelConfig& config,
+                                            const AttentionDeviceLimits& limits) {
+  if (config.mma != AttentionMma::kWarpgroup || !CanComputeWindows(problem) ||
+      LongestSequence(problem) > kComputeWindowsMaxLength) {
+    return config;
+  }
+  const int64_t blocks = int64_t{(LongestSequence(problem) + 63) / 64} * problem.num_heads *
+                         static_cast<int64_t>(problem.num_sequences);
+  if (blocks > limits.multiprocessors) return config;
+  AttentionKernelConfig computed;
+  computed.windows = AttentionWindows::kComputed;
+  computed.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, computed.windows);
+  return computed;
 }
 
 int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelConfig& config,
@@ -677,8 +693,11 @@ size_t AttentionMaxWorkspaceBytes(const AttentionProblem& problem) {
 cudaError_t DisentangledAttentionForward(const AttentionProblem& problem, void* workspace,
                                          cublasHandle_t blas, cudaStream_t stream) {
   if (!Valid(problem)) return cudaErrorInvalidValue;
-  const AttentionKernelConfig config = ConfigFor(problem);
-  if (CheckAttentionConfig(problem, config) != cudaSuccess) return cudaErrorInvalidValue;
+  if (CheckAttentionConfig(problem, ConfigFor(problem)) != cudaSuccess) {
+    return cudaErrorInvalidValue;
+  }
+  const AttentionKernelConfig config =
+      AttentionLaunchConfig(problem, ConfigFor(problem), CurrentDeviceLimits());
   switch (problem.dtype) {
     case DataType::kFloat16:
       return ForwardHalf<__half>(problem, config, workspace, blas, stream);

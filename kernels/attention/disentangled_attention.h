@@ -88,9 +88,8 @@ struct AttentionProblem {
 // sequences <= 1024 (kComputeWindowsMaxLength: the crossover measured on the H200), tables
 // otherwise; 64 x 64 tiles, 4 warps, the default register caps. Where the warpgroup kernel runs
 // (AttentionWgmmaRuns: an H100 / H200 and a build with sm_90a) half-precision d = 64 problems
-// take it, with tables, past 256 tokens instead (past 1024 where the grid of 64-row blocks x heads
-// x sequences does not fill the SMs). The strict float32 path has a single variant: the
-// default-constructed config.
+// take it, with tables, past 256 tokens instead (and AttentionLaunchConfig adapts it to small
+// grids). The strict float32 path has a single variant: the default-constructed config.
 AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem);
 
 // What a launch adapts to on the current device.
@@ -100,8 +99,10 @@ struct AttentionDeviceLimits {
   int compute_capability = 0;             // 10 * major + minor; 0 when there is no device.
 };
 
-// True when AttentionMma::kWarpgroup runs on the current device: the build has the sm_90a image
-// of the kernels (CUDA architectures include 90a) and the device has compute capability 9.0.
+// True when the build has the sm_90a image of the kernels (CUDA architectures include 90a).
+bool AttentionWgmmaCompiled();
+// True when AttentionMma::kWarpgroup runs on the current device: AttentionWgmmaCompiled() and a
+// device of compute capability 9.0.
 bool AttentionWgmmaRuns();
 
 // The key groups (AttentionKernelConfig::key_groups) a launch of `config` on `problem` runs with
@@ -113,6 +114,15 @@ bool AttentionWgmmaRuns();
 // cudaErrorInvalidValue.
 int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelConfig& config,
                        const AttentionDeviceLimits& limits);
+
+// The variant a launch of `config` (checked by CheckAttentionConfig) runs on a device with
+// `limits`: `config` itself, except that the warpgroup table kernel on a grid of 64-row blocks x
+// heads x sequences that does not fill the SMs (one short sequence) runs computed windows instead
+// when they apply (d = 64, sequences <= 1024), whose key groups cut such a grid's latency and
+// which need no table GEMMs: no workload family (tuned on full batches) measures that case.
+AttentionKernelConfig AttentionLaunchConfig(const AttentionProblem& problem,
+                                            const AttentionKernelConfig& config,
+                                            const AttentionDeviceLimits& limits);
 
 // cudaSuccess when `config` names a variant this binary has and that can run `problem` (head dim,
 // position table, dtype); cudaErrorInvalidValue otherwise. Does not validate the problem itself.

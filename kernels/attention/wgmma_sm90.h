@@ -12,8 +12,9 @@
 // the 128-byte swizzle: the 16-byte chunk c of row r is stored at chunk c ^ (r % 8) (PTX ISA,
 // "Shared Memory Matrix Layout"; the same bank-conflict-free pattern for the cp.async stores).
 //
-// On other targets (sm_90 without the "a" features, the PTX for later GPUs) the wrappers trap:
-// the launch code runs these kernels only where the sm_90a image exists (WgmmaCompiled()).
+// On other targets (sm_80 / sm_89 images, sm_90 without the "a" features, the PTX for later GPUs)
+// the wrappers trap (sm90a_target.h): the launch code runs the warpgroup kernel only where the
+// sm_90a image exists (AttentionWgmmaRuns()).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,11 +22,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define DFLASH_WGMMA_ENABLED 1
-#else
-#define DFLASH_WGMMA_ENABLED 0
-#endif
+#include "kernels/attention/sm90a_target.h"
 
 namespace dflash::kernels {
 
@@ -42,25 +39,27 @@ __device__ __forceinline__ uint64_t SwizzledTileDescriptor(uint32_t shared_addre
 
 // Orders this thread's earlier register and shared-memory accesses before later wgmma.
 __device__ __forceinline__ void WgmmaFence() {
-#if DFLASH_WGMMA_ENABLED
+#if DFLASH_SM90A_TARGET
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
 __device__ __forceinline__ void WgmmaCommit() {
-#if DFLASH_WGMMA_ENABLED
+#if DFLASH_SM90A_TARGET
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #endif
 }
 template <int kPending>
 __device__ __forceinline__ void WgmmaWait() {
-#if DFLASH_WGMMA_ENABLED
+#if DFLASH_SM90A_TARGET
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 #endif
 }
 // Makes this thread's generic-proxy shared-memory writes (cp.async, st.shared) visible to the
 // async proxy that wgmma reads shared memory through; a barrier then publishes them.
 __device__ __forceinline__ void FenceSharedForAsyncProxy() {
+#if DFLASH_SM90A_TARGET
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
 }
 
 // Pins the accumulators' registers at this point of the program: the compiler sees wgmma's
@@ -118,7 +117,7 @@ struct WgmmaType<__nv_bfloat16> {
 template <typename Element>
 __device__ __forceinline__ void WgmmaSharedShared(float (&d)[8][4], uint64_t a_descriptor,
                                                   uint64_t b_descriptor) {
-#if DFLASH_WGMMA_ENABLED
+#if DFLASH_SM90A_TARGET
   if constexpr (WgmmaType<Element>::kBf16) {
     DFLASH_WGMMA_SHARED_SHARED("bf16");
   } else {
@@ -137,7 +136,7 @@ __device__ __forceinline__ void WgmmaSharedShared(float (&d)[8][4], uint64_t a_d
 template <typename Element>
 __device__ __forceinline__ void WgmmaRegisterShared(float (&d)[8][4], const uint32_t (&a)[4],
                                                     uint64_t b_descriptor) {
-#if DFLASH_WGMMA_ENABLED
+#if DFLASH_SM90A_TARGET
   if constexpr (WgmmaType<Element>::kBf16) {
     DFLASH_WGMMA_REGISTER_SHARED("bf16");
   } else {

@@ -530,7 +530,8 @@ TEST(AttentionTest, LongSequencesMatchStrictFloat32Path) {
         variants.push_back(other);
       }
       std::vector<std::vector<float>> variant_out(variants.size());
-      for (size_t i = 0; i < variants.size() && (length <= 8192 || i >= 2); ++i) {
+      for (size_t i = 0; i < variants.size(); ++i) {
+        if (length > 8192 && i < 2) continue;  // The table-free variants stop at 8192 here.
         kernels::AttentionProblem problem = device.Problem();
         problem.config = &variants[i];
         std::vector<float> variant_lse;
@@ -734,10 +735,14 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
     return ((12u * 1000 * stride + kernels::kTableSlack) * 2 + 255) / 256 * 256;
   };
   // Up to L = 1024 the kernel computes its C2P/P2C windows from PosK/PosQ and needs no tables
-  // (d <= 64; where the warpgroup table kernel runs, up to L = 256 for grids that fill the SMs).
+  // (d <= 64; where the warpgroup table kernel runs, up to L = 256).
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
-  problem.max_seqlen = 512;  // One sequence: a grid that leaves SMs idle keeps computed windows.
-  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+  problem.max_seqlen = 512;  // The warpgroup kernel takes tables from 257 tokens on.
+  if (kernels::AttentionWgmmaRuns()) {
+    EXPECT_GT(kernels::AttentionWorkspaceBytes(problem), 0u);
+  } else {
+    EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+  }
   // L = 128 at d = 128 uses tables: slots idx(-127) .. idx(127) = 129 .. 383, 255 slots widened
   // to 256.
   problem.max_seqlen = 128;
@@ -760,7 +765,6 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   const kernels::AttentionMma table_mma =
       warpgroup ? kernels::AttentionMma::kWarpgroup : kernels::AttentionMma::kSync;
   kernels::AttentionProblem problem = SizingProblem(index, warpgroup ? 256 : 1024, 16384);
-  problem.num_sequences = 16;  // A grid that fills the SMs.
   using kernels::AttentionWindows;
   kernels::AttentionKernelConfig heuristic = kernels::HeuristicAttentionConfig(problem);
   EXPECT_EQ(heuristic.windows, AttentionWindows::kComputed);
@@ -771,15 +775,6 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   EXPECT_EQ(heuristic.windows, AttentionWindows::kTables);
   EXPECT_EQ(heuristic.min_blocks_per_sm, 2);
   EXPECT_EQ(heuristic.mma, table_mma);
-  // One sequence whose grid leaves SMs idle (700 tokens x 12 heads: 132 blocks of 64 rows) keeps
-  // computed windows (their key groups) up to L = 1024 everywhere; 1024 tokens (192 blocks) fill.
-  problem.num_sequences = 1;
-  problem.max_seqlen = 700;
-  EXPECT_EQ(kernels::HeuristicAttentionConfig(problem).windows, AttentionWindows::kComputed);
-  problem.max_seqlen = 1024;
-  EXPECT_EQ(kernels::HeuristicAttentionConfig(problem).windows,
-            warpgroup ? AttentionWindows::kTables : AttentionWindows::kComputed);
-  problem.num_sequences = 16;
   problem.max_seqlen = 1025;
   heuristic = kernels::HeuristicAttentionConfig(problem);
   // The heuristic's first, then the other window mode and the d = 64 register cap, and, on an
@@ -860,10 +855,6 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
 }
 
-// Every problem the kernels take has a heuristic variant this binary runs, and every candidate
-// the tuner may try is one too: a register cap or default changed on one side only (Traits,
-// AttentionKernelConfig, HasVariant) fails here, on the host, rather than as "invalid argument"
-// on the GPU.
 // The warpgroup table kernel (AttentionMma::kWarpgroup): tables, d = 64, half types, and only
 // where it runs (an H100 / H200 and a build with sm_90a; never on the CI machine).
 TEST(AttentionConfigTest, WarpgroupKernelOnlyWhereItRuns) {
@@ -901,6 +892,57 @@ TEST(AttentionConfigTest, WarpgroupKernelOnlyWhereItRuns) {
   EXPECT_STREQ(kernels::AttentionMmaName(kernels::AttentionMma::kSync), "sync");
 }
 
+// The launch adapts a warpgroup table config to the grid: one short sequence whose 64-row blocks x
+// heads leave SMs idle runs computed windows (and their key groups) instead, up to 1024 tokens;
+// full grids, longer sequences and every other config run as given. Host-only: limits are given.
+TEST(AttentionConfigTest, LaunchKeepsComputedWindowsForGridsThatLeaveSmsIdle) {
+  const RelativePositionIndex index(V3Positions(true));
+  kernels::AttentionProblem problem = SizingProblem(index, 700, 700);
+  const kernels::AttentionDeviceLimits h200{132, 227 * 1024, 90};
+  kernels::AttentionKernelConfig warpgroup;
+  warpgroup.mma = kernels::AttentionMma::kWarpgroup;
+  // 700 tokens x 12 heads: 11 x 12 = 132 blocks of 64 rows, not more than the SMs.
+  kernels::AttentionKernelConfig launched =
+      kernels::AttentionLaunchConfig(problem, warpgroup, h200);
+  EXPECT_EQ(launched.windows, kernels::AttentionWindows::kComputed);
+  EXPECT_EQ(launched.mma, kernels::AttentionMma::kSync);
+  EXPECT_EQ(launched.min_blocks_per_sm, 3);
+  EXPECT_EQ(launched.key_groups, 0);  // The launch picks them (AttentionKeyGroups).
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, launched), cudaSuccess);
+  problem.max_seqlen = problem.total_tokens = 1024;  // 192 blocks: the grid fills the SMs.
+  EXPECT_EQ(kernels::AttentionLaunchConfig(problem, warpgroup, h200), warpgroup);
+  problem.max_seqlen = 700;
+  problem.num_sequences = 2;  // 264 blocks.
+  EXPECT_EQ(kernels::AttentionLaunchConfig(problem, warpgroup, h200), warpgroup);
+  problem.num_sequences = 1;
+  kernels::AttentionKernelConfig tables;  // mma.sync tables: as given.
+  EXPECT_EQ(kernels::AttentionLaunchConfig(problem, tables, h200), tables);
+  problem.head_dim = 128;  // No computed windows at d = 128.
+  EXPECT_EQ(kernels::AttentionLaunchConfig(problem, warpgroup, h200), warpgroup);
+}
+
+// The build holds the sm_90a image exactly when its CUDA architectures name 90a (the default);
+// on an H100 / H200 the warpgroup kernel then runs. Without this, a broken detection would turn
+// every warpgroup test above into a no-op.
+TEST(AttentionConfigTest, WarpgroupImageFollowsTheBuildArchitectures) {
+  EXPECT_EQ(kernels::AttentionWgmmaCompiled(), DFLASH_EXPECT_SM90A_IMAGE == 1);
+  int device = 0;
+  int major = 0;
+  int minor = 0;
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess) {
+    EXPECT_EQ(kernels::AttentionWgmmaRuns(),
+              kernels::AttentionWgmmaCompiled() && major == 9 && minor == 0);
+  } else {
+    EXPECT_FALSE(kernels::AttentionWgmmaRuns());
+  }
+}
+
+// Every problem the kernels take has a heuristic variant this binary runs, and every candidate
+// the tuner may try is one too: a register cap or default changed on one side only (Traits,
+// AttentionKernelConfig, HasVariant) fails here, on the host, rather than as "invalid argument"
+// on the GPU.
 TEST(AttentionConfigTest, HeuristicAndCandidatesAreCompiledVariants) {
   const RelativePositionIndex index(V3Positions(true));
   for (DataType dtype : {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32}) {
