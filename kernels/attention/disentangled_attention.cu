@@ -250,6 +250,15 @@ size_t TwoGroupSharedBytes(int head_dim) {
                                             : AttentionTraits<64, __half>::SharedBytes(2));
 }
 
+// Whether the grid of 64-row blocks x heads x sequences leaves SMs idle (one short sequence):
+// where a CTA's latency is the kernel's, which the launch rules (key groups, computed windows
+// instead of the warpgroup table kernel) adapt to.
+bool GridLeavesSmsIdle(const AttentionProblem& p, const AttentionDeviceLimits& limits) {
+  const int64_t blocks =
+      int64_t{(LongestSequence(p) + 63) / 64} * p.num_heads * static_cast<int64_t>(p.num_sequences);
+  return blocks <= limits.multiprocessors;
+}
+
 size_t ShortSharedBytes(int head_dim) {
   return static_cast<size_t>(head_dim <= 32 ? ShortAttentionTraits<32, __half>::kSharedBytes
                                             : ShortAttentionTraits<64, __half>::kSharedBytes);
@@ -440,7 +449,8 @@ cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int 
 
 template <typename Element>
 cudaError_t ForwardHalf(const AttentionProblem& p, const AttentionKernelConfig& config,
-                        void* workspace, cublasHandle_t blas, cudaStream_t stream) {
+                        const AttentionDeviceLimits& limits, void* workspace, cublasHandle_t blas,
+                        cudaStream_t stream) {
   AttentionParams<Element> params = TensorParams<Element>(p);
   params.scale_log2 = p.scale * static_cast<float>(M_LOG2E);
   params.hi_threshold = INT32_MAX;
@@ -504,7 +514,6 @@ cudaError_t ForwardHalf(const AttentionProblem& p, const AttentionKernelConfig& 
       if (error != cudaSuccess) return error;
     }
   }
-  const AttentionDeviceLimits limits = CurrentDeviceLimits();
   const int key_groups = AttentionKeyGroups(p, config, limits);
   // A pinned two-group or short config on a device whose blocks cannot hold its shared memory.
   if ((key_groups == 2 && TwoGroupSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block) ||
@@ -591,9 +600,7 @@ AttentionKernelConfig AttentionLaunchConfig(const AttentionProblem& problem,
       LongestSequence(problem) > kComputeWindowsMaxLength) {
     return config;
   }
-  const int64_t blocks = int64_t{(LongestSequence(problem) + 63) / 64} * problem.num_heads *
-                         static_cast<int64_t>(problem.num_sequences);
-  if (blocks > limits.multiprocessors) return config;
+  if (!GridLeavesSmsIdle(problem, limits)) return config;
   AttentionKernelConfig computed;
   computed.windows = AttentionWindows::kComputed;
   computed.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, computed.windows);
@@ -608,10 +615,7 @@ int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelCon
   // time: the 64-row blocks x heads x sequences do not fill the SMs, each block has at least
   // two key tiles, and the device's blocks hold the two groups' shared memory (not sm_86 / sm_89
   // at d = 64: 122 KB against 99 KB).
-  const int longest = LongestSequence(problem);
-  const int64_t blocks = int64_t{(longest + 63) / 64} * problem.num_heads *
-                         static_cast<int64_t>(problem.num_sequences);
-  if (blocks > limits.multiprocessors) return 1;
+  if (!GridLeavesSmsIdle(problem, limits)) return 1;
   // Sequences <= kShortMaxKeys: the short kernel, whose warps each take a quarter of the keys of
   // 16 rows (H200, one 128-token sequence of 12 heads: 6.8 us against two groups' 9.7; faster
   // than both tile variants up to 5 such sequences, kernels/attention/NOTES.md).
@@ -620,7 +624,7 @@ int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelCon
     return 4;
   }
   const bool fits = TwoGroupSharedBytes(problem.head_dim) <= limits.max_shared_bytes_per_block;
-  return longest > 64 && fits ? 2 : 1;
+  return LongestSequence(problem) > 64 && fits ? 2 : 1;
 }
 
 cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
@@ -693,16 +697,15 @@ size_t AttentionMaxWorkspaceBytes(const AttentionProblem& problem) {
 cudaError_t DisentangledAttentionForward(const AttentionProblem& problem, void* workspace,
                                          cublasHandle_t blas, cudaStream_t stream) {
   if (!Valid(problem)) return cudaErrorInvalidValue;
-  if (CheckAttentionConfig(problem, ConfigFor(problem)) != cudaSuccess) {
-    return cudaErrorInvalidValue;
-  }
-  const AttentionKernelConfig config =
-      AttentionLaunchConfig(problem, ConfigFor(problem), CurrentDeviceLimits());
+  const AttentionKernelConfig chosen = ConfigFor(problem);
+  if (CheckAttentionConfig(problem, chosen) != cudaSuccess) return cudaErrorInvalidValue;
+  const AttentionDeviceLimits limits = CurrentDeviceLimits();
+  const AttentionKernelConfig config = AttentionLaunchConfig(problem, chosen, limits);
   switch (problem.dtype) {
     case DataType::kFloat16:
-      return ForwardHalf<__half>(problem, config, workspace, blas, stream);
+      return ForwardHalf<__half>(problem, config, limits, workspace, blas, stream);
     case DataType::kBFloat16:
-      return ForwardHalf<__nv_bfloat16>(problem, config, workspace, blas, stream);
+      return ForwardHalf<__nv_bfloat16>(problem, config, limits, workspace, blas, stream);
     case DataType::kFloat32:
       return ForwardFloat32(problem, stream);
   }
