@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -27,13 +28,18 @@
 
 ABSL_FLAG(std::string, lengths, "128,256,512,1024,2048,4096,8192,16384,32768",
           "Sequence lengths (B = tokens / L).");
-ABSL_FLAG(std::string, dtypes, "bf16,fp16", "Data types: bf16, fp16.");
+ABSL_FLAG(std::string, dtypes, "bf16,fp16",
+          "Data types: bf16, fp16, tf32 (float32 inputs, AttentionProblem::allow_tf32), fp32 (the "
+          "strict float32 kernel: slow).");
 ABSL_FLAG(std::string, head_dims, "64", "Head dims (heads = 768 / d unless --heads).");
 ABSL_FLAG(int, heads, 12, "Attention heads.");
 ABSL_FLAG(int, tokens, 16384, "Tokens per batch.");
 ABSL_FLAG(int, repeats, 30, "Timed runs per shape (median reported).");
 ABSL_FLAG(bool, accuracy, true, "Compare with the strict float32 path (slow for long L).");
 ABSL_FLAG(bool, mnli_mix, true, "Also time a packed MNLI-like mix of 10..200-token sequences.");
+ABSL_FLAG(bool, positions, true,
+          "Both position terms (c2p and p2c, DeBERTa-v3); false times plain attention through the "
+          "same kernels (rows named '<shape>-nopos'): what the position terms cost.");
 ABSL_FLAG(std::string, json, "", "Write one JSON object per row to this file.");
 ABSL_FLAG(int, key_groups, -1,
           "Pin AttentionKernelConfig::key_groups on the built-in variant (1, 2, or 4: the "
@@ -66,20 +72,50 @@ struct Device {
   Device& operator=(const Device&) = delete;
 };
 
-std::vector<uint16_t> Encode(const std::vector<float>& values, DataType dtype) {
-  std::vector<uint16_t> bits(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    bits[i] = dtype == DataType::kFloat16 ? dflash::FloatToHalf(values[i])
-                                          : dflash::FloatToBFloat16(values[i]);
-  }
-  return bits;
+// What --dtypes names: the inputs' type, and whether float32 runs on TF32 tensor cores.
+struct Precision {
+  std::string name;
+  DataType dtype = DataType::kBFloat16;
+  bool tf32 = false;
+};
+
+Precision ParsePrecision(const std::string& name) {
+  if (name == "bf16") return {name, DataType::kBFloat16, false};
+  if (name == "fp16") return {name, DataType::kFloat16, false};
+  if (name == "tf32") return {name, DataType::kFloat32, true};
+  if (name == "fp32") return {name, DataType::kFloat32, false};
+  std::fprintf(stderr, "--dtypes: expected bf16, fp16, tf32 or fp32, got '%s'\n", name.c_str());
+  std::exit(2);
 }
 
-std::vector<float> Decode(const std::vector<uint16_t>& bits, DataType dtype) {
-  std::vector<float> values(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) {
-    values[i] = dtype == DataType::kFloat16 ? dflash::HalfToFloat(bits[i])
-                                            : dflash::BFloat16ToFloat(bits[i]);
+size_t ElementBytes(DataType dtype) { return dtype == DataType::kFloat32 ? 4 : 2; }
+
+// `values` in `dtype`'s device encoding.
+std::vector<uint8_t> Encode(const std::vector<float>& values, DataType dtype) {
+  std::vector<uint8_t> bytes(values.size() * ElementBytes(dtype));
+  if (dtype == DataType::kFloat32) {
+    std::memcpy(bytes.data(), values.data(), bytes.size());
+    return bytes;
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint16_t bits = dtype == DataType::kFloat16 ? dflash::FloatToHalf(values[i])
+                                                      : dflash::FloatToBFloat16(values[i]);
+    std::memcpy(&bytes[2 * i], &bits, 2);
+  }
+  return bytes;
+}
+
+std::vector<float> Decode(const std::vector<uint8_t>& bytes, DataType dtype) {
+  std::vector<float> values(bytes.size() / ElementBytes(dtype));
+  if (dtype == DataType::kFloat32) {
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+    return values;
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint16_t bits = 0;
+    std::memcpy(&bits, &bytes[2 * i], 2);
+    values[i] =
+        dtype == DataType::kFloat16 ? dflash::HalfToFloat(bits) : dflash::BFloat16ToFloat(bits);
   }
   return values;
 }
@@ -97,8 +133,10 @@ struct Row {
   double extra_mib = 0.0;
 };
 
-Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, DataType dtype,
+Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, const Precision& precision,
              const dflash::RelativePositionIndex& index, cublasHandle_t blas) {
+  const DataType dtype = precision.dtype;
+  const size_t element = ElementBytes(dtype);
   const int width = heads * head_dim;
   std::vector<int32_t> cu{0};
   for (int length : lengths) cu.push_back(cu.back() + length);
@@ -110,33 +148,37 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, DataType 
   for (float& x : qkv) x = normal(random);
   std::vector<float> pos(static_cast<size_t>(2 * index.span()) * width * 2);
   for (float& x : pos) x = normal(random);
-  const std::vector<uint16_t> qkv_bits = Encode(qkv, dtype);
-  const std::vector<uint16_t> pos_bits = Encode(pos, dtype);
+  const std::vector<uint8_t> qkv_bytes = Encode(qkv, dtype);
+  const std::vector<uint8_t> pos_bytes = Encode(pos, dtype);
 
-  Device qkv_device(qkv_bits.size() * 2), pos_device(pos_bits.size() * 2);
-  Device out_device(static_cast<size_t>(total) * width * 2);
+  Device qkv_device(qkv_bytes.size()), pos_device(pos_bytes.size());
+  Device out_device(static_cast<size_t>(total) * width * element);
   Device cu_device(cu.size() * 4), lut_device(index.table().size() * 4);
   CHECK_CUDA(
-      cudaMemcpy(qkv_device.data, qkv_bits.data(), qkv_bits.size() * 2, cudaMemcpyHostToDevice));
+      cudaMemcpy(qkv_device.data, qkv_bytes.data(), qkv_bytes.size(), cudaMemcpyHostToDevice));
   CHECK_CUDA(
-      cudaMemcpy(pos_device.data, pos_bits.data(), pos_bits.size() * 2, cudaMemcpyHostToDevice));
+      cudaMemcpy(pos_device.data, pos_bytes.data(), pos_bytes.size(), cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(cu_device.data, cu.data(), cu.size() * 4, cudaMemcpyHostToDevice));
   CHECK_CUDA(cudaMemcpy(lut_device.data, index.table().data(), index.table().size() * 4,
                         cudaMemcpyHostToDevice));
 
   dflash::kernels::AttentionProblem p;
   p.dtype = dtype;
+  p.allow_tf32 = precision.tf32;
   p.num_heads = heads;
   p.head_dim = head_dim;
+  const size_t row_bytes = static_cast<size_t>(width) * element;
   p.q = qkv_device.data;
-  p.k = static_cast<uint16_t*>(qkv_device.data) + width;
-  p.v = static_cast<uint16_t*>(qkv_device.data) + 2 * width;
+  p.k = static_cast<uint8_t*>(qkv_device.data) + row_bytes;
+  p.v = static_cast<uint8_t*>(qkv_device.data) + 2 * row_bytes;
   p.q_row_stride = p.k_row_stride = p.v_row_stride = 3 * width;
   p.out = out_device.data;
   p.out_row_stride = width;
   const size_t pos_half = static_cast<size_t>(2 * index.span()) * width;
-  p.pos_key = pos_device.data;
-  p.pos_query = static_cast<uint16_t*>(pos_device.data) + pos_half;
+  if (absl::GetFlag(FLAGS_positions)) {
+    p.pos_key = pos_device.data;
+    p.pos_query = static_cast<uint8_t*>(pos_device.data) + pos_half * element;
+  }
   p.cu_seqlens = static_cast<int32_t*>(cu_device.data);
   p.num_sequences = static_cast<int>(lengths.size());
   p.max_seqlen = max_len;
@@ -196,7 +238,7 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, DataType 
   row.batch = static_cast<int>(lengths.size());
   row.heads = heads;
   row.head_dim = head_dim;
-  row.dtype = dtype == DataType::kFloat16 ? "fp16" : "bf16";
+  row.dtype = precision.name;
   row.ms = times[times.size() / 2];
   double flops = 0.0;  // The peers' formula: B*H*(4 L^2 d + 4 L R d), R = 512, per sequence.
   for (int length : lengths) {
@@ -208,8 +250,8 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, DataType 
 
   if (absl::GetFlag(FLAGS_accuracy)) {
     // The strict float32 path on the same rounded values.
-    const std::vector<float> qkv_rounded = Decode(qkv_bits, dtype);
-    const std::vector<float> pos_rounded = Decode(pos_bits, dtype);
+    const std::vector<float> qkv_rounded = Decode(qkv_bytes, dtype);
+    const std::vector<float> pos_rounded = Decode(pos_bytes, dtype);
     Device qkv32(qkv_rounded.size() * 4), pos32(pos_rounded.size() * 4);
     Device out32(static_cast<size_t>(total) * width * 4);
     CHECK_CUDA(
@@ -218,21 +260,24 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, DataType 
         cudaMemcpy(pos32.data, pos_rounded.data(), pos_rounded.size() * 4, cudaMemcpyHostToDevice));
     dflash::kernels::AttentionProblem strict = p;
     strict.dtype = DataType::kFloat32;
+    strict.allow_tf32 = false;
     strict.config = nullptr;  // The strict path has one variant.
     strict.q = qkv32.data;
     strict.k = static_cast<float*>(qkv32.data) + width;
     strict.v = static_cast<float*>(qkv32.data) + 2 * width;
     strict.out = out32.data;
-    strict.pos_key = pos32.data;
-    strict.pos_query = static_cast<float*>(pos32.data) + pos_half;
+    if (p.pos_key != nullptr) {
+      strict.pos_key = pos32.data;
+      strict.pos_query = static_cast<float*>(pos32.data) + pos_half;
+    }
     CHECK_CUDA(dflash::kernels::DisentangledAttentionForward(strict, nullptr, blas, nullptr));
     CHECK_CUDA(cudaDeviceSynchronize());
     std::vector<float> want(static_cast<size_t>(total) * width);
-    std::vector<uint16_t> got_bits(want.size());
+    std::vector<uint8_t> got_bytes(want.size() * element);
     CHECK_CUDA(cudaMemcpy(want.data(), out32.data, want.size() * 4, cudaMemcpyDeviceToHost));
     CHECK_CUDA(
-        cudaMemcpy(got_bits.data(), out_device.data, got_bits.size() * 2, cudaMemcpyDeviceToHost));
-    const std::vector<float> got = Decode(got_bits, dtype);
+        cudaMemcpy(got_bytes.data(), out_device.data, got_bytes.size(), cudaMemcpyDeviceToHost));
+    const std::vector<float> got = Decode(got_bytes, dtype);
     double diff = 0.0, norm = 0.0;
     for (size_t i = 0; i < want.size(); ++i) {
       diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
@@ -250,7 +295,8 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, DataType 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Times the fused disentangled-attention forward on the peers' benchmark shapes.\n"
-      "Usage: dflash-bench-attention [--lengths=128,...] [--dtypes=bf16,fp16] [--json=out.jsonl]");
+      "Usage: dflash-bench-attention [--lengths=128,...] [--dtypes=bf16,fp16,tf32] "
+      "[--json=out.jsonl]");
   absl::ParseCommandLine(argc, argv);
   dflash::ModelConfig config;  // DeBERTa-v3 positions.
   config.relative_attention = true;
@@ -291,7 +337,7 @@ int main(int argc, char** argv) {
   };
   for (const std::string& dtype_name :
        std::vector<std::string>(absl::StrSplit(absl::GetFlag(FLAGS_dtypes), ','))) {
-    const DataType dtype = dtype_name == "fp16" ? DataType::kFloat16 : DataType::kBFloat16;
+    const Precision precision = ParsePrecision(dtype_name);
     for (const std::string& d_text :
          std::vector<std::string>(absl::StrSplit(absl::GetFlag(FLAGS_head_dims), ','))) {
       const int head_dim = std::stoi(d_text);
@@ -301,8 +347,8 @@ int main(int argc, char** argv) {
         const int length = std::stoi(l_text);
         const int batch = std::max(1, tokens / length);
         Row row = RunShape(std::vector<int>(static_cast<size_t>(batch), length), heads, head_dim,
-                           dtype, index, blas);
-        row.shape = "uniform";
+                           precision, index, blas);
+        row.shape = absl::GetFlag(FLAGS_positions) ? "uniform" : "uniform-nopos";
         emit(row);
       }
       if (absl::GetFlag(FLAGS_mnli_mix)) {
@@ -316,8 +362,8 @@ int main(int argc, char** argv) {
           lengths.push_back(std::min(length, tokens - sum));
           sum += lengths.back();
         }
-        Row row = RunShape(lengths, heads, head_dim, dtype, index, blas);
-        row.shape = "mnli_mix";
+        Row row = RunShape(lengths, heads, head_dim, precision, index, blas);
+        row.shape = absl::GetFlag(FLAGS_positions) ? "mnli_mix" : "mnli_mix-nopos";
         emit(row);
       }
     }

@@ -139,6 +139,7 @@ size_t CudaEngine::LayoutWorkspace(void* base) {
   // presence of the position terms matters for the size: any non-null pointer says "present".
   kernels::AttentionProblem bound;
   bound.dtype = options_.dtype;
+  bound.allow_tf32 = options_.allow_tf32;  // float32 tables for the TF32 kernel.
   bound.num_heads = config_.num_attention_heads;
   bound.head_dim = config_.attention_head_size;
   bound.pos_key = config_.relative_attention && config_.c2p ? this : nullptr;
@@ -636,6 +637,7 @@ kernels::AttentionProblem CudaEngine::AttentionShape(int num_sequences, int max_
   const size_t e = element_bytes();
   kernels::AttentionProblem attention;
   attention.dtype = options_.dtype;
+  attention.allow_tf32 = options_.allow_tf32;
   attention.num_heads = config_.num_attention_heads;
   attention.head_dim = config_.attention_head_size;
   // Q, K, V: column blocks of the fused projection [T, 3*nh*d]; out: [T, nh*d].

@@ -45,7 +45,8 @@ class CudaEngine final : public Engine {
     // number of sequences (0: as many as tokens).
     int64_t max_batch_tokens = 16384;
     int max_batch_sequences = 0;
-    // float32 engines only: TF32 tensor cores for the GEMMs.
+    // float32 engines only: TF32 tensor cores for the GEMMs and the attention (its TF32 tile
+    // kernel, AttentionProblem::allow_tf32).
     bool allow_tf32 = false;
     // cuBLASLt candidates timed per GEMM shape bucket at its first use (LinearLayers; <= 1: the
     // heuristic's first choice).

@@ -32,6 +32,7 @@
 
 #include <cfloat>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/attention_warp_tiles.cuh"
@@ -44,11 +45,16 @@ namespace dflash::kernels {
 
 // kWgmma_: Q K^T and P V by sm_90a warpgroup MMAs (wgmma_sm90.h) over 128-byte-swizzled dense Q,
 // K, V tiles, in place of mma.sync over padded ones; the table kernel at d = 64 only.
+// Element_ float: the TF32 table kernel (float32 inputs, AttentionProblem::allow_tf32), mma.sync
+// m16n8k8 (attention_warp_tiles.cuh's *Tf32), float tiles, windows and tables.
 template <int kHeadDim_, typename Element_, bool kWgmma_ = false>
 struct AttentionTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kWgmma = kWgmma_;
+  static constexpr bool kTf32 = std::is_same_v<Element, float>;
+  // Elements per 16-byte chunk (cp.async, ldmatrix row).
+  static constexpr int kChunkElements = 16 / static_cast<int>(sizeof(Element));
   static constexpr int kBlockM = 64;
   static constexpr int kBlockN = 64;
   static constexpr int kWarps = 4;
@@ -59,13 +65,16 @@ struct AttentionTraits {
   // uncapped) is capped, without spills.
   static constexpr int kMinBlocksPerSm = 2;
   static constexpr int kMinBlocksPerSmComputed = kHeadDim <= 64 ? 3 : 2;
-  // Elements per shared-memory row of Q, K, V: padded for ldmatrix, dense and swizzled for wgmma.
-  static constexpr int kRowStride = kWgmma ? kHeadDim : kHeadDim + 8;
+  // TF32: float tiles and windows take 127 KB at d = 64, one CTA per SM; registers uncapped.
+  static constexpr int kMinBlocksPerSmTf32 = 1;
+  // Elements per shared-memory row of Q, K, V: padded by one chunk for ldmatrix (rows 16 bytes
+  // apart in bank terms), dense and swizzled for wgmma.
+  static constexpr int kRowStride = kWgmma ? kHeadDim : kHeadDim + kChunkElements;
   static constexpr int kTileElements = kBlockM * kRowStride;
   static constexpr int kWindowElements = kBlockM * kSlotWindow;
   // The computed-window mode (d <= 64) stages PosK / PosQ rows [kComputedWindow, d] where the
   // C2P / P2C windows later go: each bias region holds either.
-  static constexpr bool kCanComputeWindows = kHeadDim <= 64;
+  static constexpr bool kCanComputeWindows = kHeadDim <= 64 && !kTf32;
   static constexpr int kPositionWindowElements = kComputedWindow * kRowStride;
   static constexpr int kBiasRegionElements =
       kCanComputeWindows && kPositionWindowElements > kWindowElements ? kPositionWindowElements
@@ -90,12 +99,13 @@ struct AttentionTraits {
     return kQBytes + key_groups * kGroupBytes + kCommonBytes;
   }
   static constexpr int kSharedBytes = SharedBytes(1);
-  static constexpr int kChunksPerRow = kHeadDim / 8;  // 16-byte chunks.
+  static constexpr int kChunksPerRow = kHeadDim / kChunkElements;
   static_assert(kBlockM == kBlockN, "tile loaders assume square tiles");
   static_assert(kQBytes % 16 == 0 && kGroupBytes % 16 == 0,
                 "each group's tiles start 16-byte aligned (cp.async), column terms 8 (float2)");
   static_assert(kHeadDim % 16 == 0, "head dim must be a multiple of 16");
-  static_assert(!kWgmma || kHeadDim == 64, "wgmma tiles are 64 x 64 (one 128-byte swizzle row)");
+  static_assert(!kWgmma || (kHeadDim == 64 && !kTf32),
+                "wgmma tiles are 64 x 64 half-precision (one 128-byte swizzle row)");
   static_assert(!kWgmma || kQBytes % 1024 == 0, "swizzled tiles start 1024-byte aligned");
   static_assert(!kWgmma || (kQBytes % 128 == 0 && kTileElements * sizeof(Element) % 128 == 0 &&
                             kBiasRegionElements * sizeof(Element) % 128 == 0),
@@ -122,7 +132,7 @@ __device__ __forceinline__ void CopyRowsByChunks(typename Traits::Element* tile,
 #pragma unroll 1
   for (int chunk = first_chunk; chunk < rows * Traits::kChunksPerRow; chunk += chunk_step) {
     const int row = chunk / Traits::kChunksPerRow;
-    const int column = (chunk % Traits::kChunksPerRow) * 8;
+    const int column = (chunk % Traits::kChunksPerRow) * Traits::kChunkElements;
     const bool valid = first_row + row < valid_rows;
     const typename Traits::Element* source =
         valid ? base + static_cast<int64_t>(first_row + row) * row_stride + column : base;
@@ -149,7 +159,7 @@ __device__ __forceinline__ void LoadTile(typename Traits::Element* tile,
     static_assert(kCopiers % Traits::kChunksPerRow == 0 && Traits::kBlockM % kRowStep == 0,
                   "whole rows per pass");
     const int chunk = thread % Traits::kChunksPerRow;
-    const int column = chunk * 8;
+    const int column = chunk * Traits::kChunkElements;
     // wgmma's 128-byte swizzle: chunk c of row r at c ^ (r % 8); kRowStep is a multiple of 8,
     // so the thread's rows share r % 8.
     const int stored_column =
@@ -299,13 +309,14 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
                                            const typename Traits::Element* table, int64_t row0,
                                            int first_row, int last_row, int slot_stride,
                                            int window0) {
-  constexpr int kChunks = kSlotWindow / 8;
+  constexpr int kChunks = kSlotWindow / Traits::kChunkElements;
+  static_assert(kSlotWindow % Traits::kChunkElements == 0, "whole chunks per window row");
   // Not unrolled: it runs while a tile's scores are live, where registers are scarce.
 #pragma unroll 1
   for (int chunk = ThreadInGroup<Traits, kKeyGroups>(); chunk < Traits::kBlockM * kChunks;
        chunk += Traits::kThreads) {
     const int row = chunk / kChunks;
-    const int column = (chunk % kChunks) * 8;
+    const int column = (chunk % kChunks) * Traits::kChunkElements;
     const int64_t table_row = row0 + min(first_row + row, last_row);
     CpAsync16(window + row * kSlotWindow + column,
               table + table_row * slot_stride + window0 + column, 16);
@@ -331,7 +342,6 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   static_assert(!Traits::kWgmma || (!kComputeWindows && kKeyGroups == 1),
                 "wgmma: the table kernel, one warpgroup per CTA");
   using Element = typename Traits::Element;
-  using MmaOp = Mma<Element>;
   constexpr int D = Traits::kHeadDim;
   constexpr int kN = Traits::kBlockN;
   constexpr int kNTiles = kN / 8;  // 8-column MMA tiles of S.
@@ -482,7 +492,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(sK, k_base, params.k_row_stride, n0,
                                                           seqlen);
     const TileClass tile = classify(n0);
-    if (kComputeWindows) {
+    if constexpr (kComputeWindows) {
       const int64_t head_column = static_cast<int64_t>(head) * D;
       const int rows = (tile.span + 15) / 16 * 16;  // Whole 16-slot MMA column pairs.
       if (has_c2p) {
@@ -543,7 +553,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // computed windows they are reloaded per tile rather than held across the window MMAs).
   uint32_t q_fragments[kKSteps][4];
   auto load_q_fragments = [&]() { LoadRowFragments<Traits>(q_fragments, sQ, warp * 16, lane); };
-  if constexpr (!Traits::kWgmma) load_q_fragments();
+  if constexpr (!Traits::kWgmma && !Traits::kTf32) load_q_fragments();
 
   float o[kDTiles][4];
 #pragma unroll
@@ -571,26 +581,28 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     CpAsyncCommit();
     const TileClass tile = classify(n0);
 
-    if (kComputeWindows && has_positions) {
-      // The bias regions hold PosK / PosQ rows w0 .. w0 + 16 pairs - 1; replace them by the C2P /
-      // P2C windows of this warp's 16 query rows and 16 keys (each read whole PosK / PosQ rows, so
-      // a barrier separates the reads from the in-place stores).
-      uint32_t packed[kComputedWindow / 8][2];
-      const int pairs = (tile.span + 15) / 16;
-      if (has_c2p) {
-        ComputeWindowRows<Traits, true>(packed, q_fragments, sQ + warp * 16 * Traits::kRowStride,
-                                        sC2P, pairs, lane);
+    if constexpr (kComputeWindows) {
+      if (has_positions) {
+        // The bias regions hold PosK / PosQ rows w0 .. w0 + 16 pairs - 1; replace them by the C2P /
+        // P2C windows of this warp's 16 query rows and 16 keys (each read whole PosK / PosQ rows,
+        // so a barrier separates the reads from the in-place stores).
+        uint32_t packed[kComputedWindow / 8][2];
+        const int pairs = (tile.span + 15) / 16;
+        if (has_c2p) {
+          ComputeWindowRows<Traits, true>(packed, q_fragments, sQ + warp * 16 * Traits::kRowStride,
+                                          sC2P, pairs, lane);
+          group_sync();
+          StoreWindowRows<Traits>(sC2P, packed, warp * 16, pairs, lane);
+        }
+        if (has_p2c) {
+          ComputeWindowRows<Traits, true>(packed, q_fragments, sK + warp * 16 * Traits::kRowStride,
+                                          sP2C, pairs, lane);
+          group_sync();
+          StoreWindowRows<Traits>(sP2C, packed, warp * 16, pairs, lane);
+        }
         group_sync();
-        StoreWindowRows<Traits>(sC2P, packed, warp * 16, pairs, lane);
+        load_q_fragments();
       }
-      if (has_p2c) {
-        ComputeWindowRows<Traits, true>(packed, q_fragments, sK + warp * 16 * Traits::kRowStride,
-                                        sP2C, pairs, lane);
-        group_sync();
-        StoreWindowRows<Traits>(sP2C, packed, warp * 16, pairs, lane);
-      }
-      group_sync();
-      load_q_fragments();
     }
 
     // S = Q K^T: [16, 64] per warp, plus p_j on saturated tiles: the accumulators start at the
@@ -609,6 +621,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     }
     if constexpr (Traits::kWgmma) {
       WgmmaScores<Traits>(s, sQ, sK);
+    } else if constexpr (Traits::kTf32) {
+      AccumulateScoresTf32<Traits, kN>(s, sQ + warp * 16 * Traits::kRowStride, sK, lane);
     } else {
       AccumulateScores<Traits, kN>(s, q_fragments, sK, lane);
     }
@@ -717,6 +731,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // O += P V, P taken straight from the S accumulators.
     if constexpr (Traits::kWgmma) {
       WgmmaValues<Traits>(o, s, sV);
+    } else if constexpr (Traits::kTf32) {
+      AccumulateValuesTf32<Traits, kN>(o, s, sV, lane);
     } else {
       AccumulateValues<Traits, kN>(o, s, sV, lane);
     }
@@ -785,8 +801,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         params.out + static_cast<int64_t>(seq_start + query[r]) * params.out_row_stride + head * D;
 #pragma unroll
     for (int t = 0; t < kDTiles; ++t) {
-      const uint32_t packed = MmaOp::Pack(o[t][2 * r] * inverse, o[t][2 * r + 1] * inverse);
-      *reinterpret_cast<uint32_t*>(out_row + t * 8 + quad * 2) = packed;
+      StorePair(out_row + t * 8 + quad * 2, o[t][2 * r] * inverse, o[t][2 * r + 1] * inverse);
     }
     if (params.lse != nullptr && quad == 0) {
       // ln(sum_j exp(S_ij * scale)) = ln 2 * (m + log2(l)) in the exp2 domain.

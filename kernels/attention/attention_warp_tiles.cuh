@@ -1,9 +1,9 @@
 // Warp-level pieces of the attention forward shared by the 64 x 64 tile kernel
-// (attention_fwd_kernel.cuh) and the short-sequence kernel (attention_short_kernel.cuh): one warp
-// owns 16 query rows; S [16, n] and O [16, d] live in registers in the m16n8 C layout (thread
-// (group g = lane / 4, quad q = lane % 4) holds rows g and g + 8, columns 8 t + 2 q and + 1 of
-// each 8-column tile t); Q, K and V rows come from padded shared tiles (row stride
-// Traits::kRowStride elements).
+// (attention_fwd_kernel.cuh, and its TF32 form) and the short-sequence kernel
+// (attention_short_kernel.cuh): one warp owns 16 query rows; S [16, n] and O [16, d] live in
+// registers in the m16n8 C layout (thread (group g = lane / 4, quad q = lane % 4) holds rows g
+// and g + 8, columns 8 t + 2 q and + 1 of each 8-column tile t); Q, K and V rows come from
+// padded shared tiles (row stride Traits::kRowStride elements).
 #pragma once
 
 #include <cstdint>
@@ -89,6 +89,59 @@ __device__ __forceinline__ void AccumulateValues(float (&o)[Traits::kHeadDim / 8
       LdMatrixX4Trans(v_fragment, values + row * Traits::kRowStride + column);
       MmaOp::Run(o[2 * pair], p_fragment, v_fragment[0], v_fragment[1]);
       MmaOp::Run(o[2 * pair + 1], p_fragment, v_fragment[2], v_fragment[3]);
+    }
+  }
+}
+
+// TF32 (Element float): s [16, kKeys] += Q K^T by m16n8k8 over 8-column k-steps, Q's fragments
+// read from its 16 shared rows at `queries` per k-step and rounded to TF32 (held for the whole
+// key loop they would take 2x the registers of the 16-bit types': 64 at d = 128); K enters
+// truncated. ldmatrix .b16 on 16-byte float rows gives each lane the float (row lane / 4, column
+// lane % 4) of an 8 x 4 block, which is the m16n8k8 .tf32 A / B element of that lane.
+template <typename Traits, int kKeys>
+__device__ __forceinline__ void AccumulateScoresTf32(float (&s)[kKeys / 8][4], const float* queries,
+                                                     const float* keys, int lane) {
+  static_assert(Traits::kTf32, "float tiles");
+#pragma unroll
+  for (int kk = 0; kk < Traits::kHeadDim / 8; ++kk) {
+    uint32_t q[4];
+    const int q_row = (lane % 8) + ((lane / 8) % 2) * 8;
+    LdMatrixX4(q, queries + q_row * Traits::kRowStride + kk * 8 + (lane / 16) * 4);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) q[e] = ToTf32(__uint_as_float(q[e]));
+#pragma unroll
+    for (int pair = 0; pair < kKeys / 16; ++pair) {
+      uint32_t k_fragment[4];
+      const int row = pair * 16 + (lane % 8) + (lane / 16) * 8;
+      const int column = kk * 8 + ((lane / 8) % 2) * 4;
+      LdMatrixX4(k_fragment, keys + row * Traits::kRowStride + column);
+      Mma<float>::Run(s[2 * pair], q, k_fragment[0], k_fragment[1]);
+      Mma<float>::Run(s[2 * pair + 1], q, k_fragment[2], k_fragment[3]);
+    }
+  }
+}
+
+// TF32: o [16, d] += P V over 8-key k-steps. The C layout holds keys 2q, 2q + 1 of each 8-key
+// tile where the A layout wants q, q + 4; the sum over keys does not depend on their order, so
+// A position q takes key 2q and q + 4 takes 2q + 1 (no shuffles), and B reads V rows 2q and
+// 2q + 1 to match: b0 = V[2q][group], b1 = V[2q + 1][group], scalar loads (ldmatrix cannot
+// transpose 32-bit elements), on distinct banks for row strides of 4 mod 32 floats.
+template <typename Traits, int kKeys>
+__device__ __forceinline__ void AccumulateValuesTf32(float (&o)[Traits::kHeadDim / 8][4],
+                                                     const float (&p)[kKeys / 8][4],
+                                                     const float* values, int lane) {
+  static_assert(Traits::kTf32 && Traits::kRowStride % 32 == 4, "float tiles, conflict-free rows");
+  const int group = lane / 4;
+  const int quad = lane % 4;
+#pragma unroll
+  for (int kk = 0; kk < kKeys / 8; ++kk) {
+    const uint32_t p_fragment[4] = {ToTf32(p[kk][0]), ToTf32(p[kk][2]), ToTf32(p[kk][1]),
+                                    ToTf32(p[kk][3])};
+    const float* rows = values + (kk * 8 + 2 * quad) * Traits::kRowStride + group;
+#pragma unroll
+    for (int t = 0; t < Traits::kHeadDim / 8; ++t) {
+      Mma<float>::Run(o[t], p_fragment, __float_as_uint(rows[t * 8]),
+                      __float_as_uint(rows[Traits::kRowStride + t * 8]));
     }
   }
 }

@@ -1,6 +1,6 @@
 // Host side of the disentangled attention forward: validation, the slot range and saturation
 // thresholds of a batch, the C2P/P2C tables (one strided-batched cuBLAS GEMM each), and the
-// kernel launch for each dtype and head dimension.
+// kernel launch for each dtype (float32: strict, or TF32 tiles) and head dimension.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -99,6 +99,30 @@ int LinearBand(const RelativePositionTable& table) {
   return linear == 0 ? -1 : static_cast<int>(linear);
 }
 
+// What the tile kernels (half precision, and TF32) need beyond Valid: 16-byte aligned rows and
+// bases of Q / K / V (vector loads), and output pairs aligned for one store; a band tile stages
+// kSlotWindow slots: enough when the 127 deltas of a 64 x 64 tile reach at most 128 slots (7
+// more are lost aligning the window start). Log buckets with (max_position - 1) / (buckets / 2)
+// below about e grow faster than one slot per delta there.
+bool FitsTileKernel(const AttentionProblem& p) {
+  const int64_t align = 16 / static_cast<int64_t>(ElementBytes(p.dtype));
+  auto aligned = [](const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; };
+  if (p.q_row_stride % align || p.k_row_stride % align || p.v_row_stride % align ||
+      p.out_row_stride % 2 || !aligned(p.q) || !aligned(p.k) || !aligned(p.v) ||
+      reinterpret_cast<uintptr_t>(p.out) % (2 * ElementBytes(p.dtype)) != 0) {
+    return false;
+  }
+  if (HasPositions(p)) {
+    const RelativePositionTable& table = p.positions;
+    for (int64_t delta = -table.band; delta + 126 <= table.band; ++delta) {
+      if (table.host[delta + 126 + table.band] - table.host[delta + table.band] > kSlotWindow - 8) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 bool Valid(const AttentionProblem& p) {
   if (p.head_dim != 32 && p.head_dim != 64 && p.head_dim != 128) return false;
   if (p.num_heads < 1 || p.num_sequences < 1 || p.q == nullptr || p.k == nullptr ||
@@ -115,27 +139,8 @@ bool Valid(const AttentionProblem& p) {
       static_cast<int64_t>(p.num_sequences) * p.padded_length > INT32_MAX) {
     return false;
   }
-  // Vector loads need 16-byte aligned rows and bases for the tensor-core path.
-  const int64_t align = 16 / static_cast<int64_t>(ElementBytes(p.dtype));
-  auto aligned = [](const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; };
-  if (p.dtype != DataType::kFloat32 &&
-      (p.q_row_stride % align || p.k_row_stride % align || p.v_row_stride % align ||
-       p.out_row_stride % 2 || !aligned(p.q) || !aligned(p.k) || !aligned(p.v) ||
-       reinterpret_cast<uintptr_t>(p.out) % 4 != 0)) {
-    return false;
-  }
+  if (p.dtype != DataType::kFloat32 && !FitsTileKernel(p)) return false;
   if (HasPositions(p) && !p.positions.settled) return false;
-  // A band tile stages kSlotWindow slots: enough when the 127 deltas of a 64 x 64 tile reach at
-  // most 128 slots (7 more are lost aligning the window start). Log buckets with
-  // (max_position - 1) / (buckets / 2) below about e grow faster than one slot per delta there.
-  if (HasPositions(p) && p.dtype != DataType::kFloat32) {
-    const RelativePositionTable& table = p.positions;
-    for (int64_t delta = -table.band; delta + 126 <= table.band; ++delta) {
-      if (table.host[delta + 126 + table.band] - table.host[delta + table.band] > kSlotWindow - 8) {
-        return false;
-      }
-    }
-  }
   return true;
 }
 
@@ -264,12 +269,28 @@ size_t ShortSharedBytes(int head_dim) {
                                             : ShortAttentionTraits<64, __half>::kSharedBytes);
 }
 
+// Shared memory of the TF32 kernel at `head_dim` (float tiles and windows: 102 / 127 / 176 KB at
+// d = 32 / 64 / 128).
+size_t Tf32SharedBytes(int head_dim) {
+  return static_cast<size_t>(head_dim <= 32   ? AttentionTraits<32, float>::kSharedBytes
+                             : head_dim <= 64 ? AttentionTraits<64, float>::kSharedBytes
+                                              : AttentionTraits<128, float>::kSharedBytes);
+}
+
+// Whether the float32 problem `p` runs the TF32 tile kernel: allowed, the tile kernel's needs met
+// (FitsTileKernel), and its shared memory fits a block of the current device (H100 / H200 and
+// A100 but for d = 128 there; not sm_86 / sm_89's 99 KB); the strict kernel otherwise.
+bool RunsTf32(const AttentionProblem& p) {
+  return p.dtype == DataType::kFloat32 && p.allow_tf32 && FitsTileKernel(p) &&
+         Tf32SharedBytes(p.head_dim) <= CurrentDeviceLimits().max_shared_bytes_per_block;
+}
+
 AttentionKernelConfig ConfigFor(const AttentionProblem& p) {
   return p.config != nullptr ? *p.config : HeuristicAttentionConfig(p);
 }
 
 bool UsesTables(const AttentionProblem& p) {
-  return p.dtype != DataType::kFloat32 && HasPositions(p) &&
+  return (p.dtype != DataType::kFloat32 || RunsTf32(p)) && HasPositions(p) &&
          ConfigFor(p).windows == AttentionWindows::kTables;
 }
 
@@ -283,9 +304,14 @@ template <>
 cudaDataType_t CudaType<__nv_bfloat16>() {
   return CUDA_R_16BF;
 }
+template <>
+cudaDataType_t CudaType<float>() {
+  return CUDA_R_32F;
+}
 
 // table[h, t, s] = sum_c X[t, h*d + c] * Pos[(first + s), h*d + c]: C^T = Pos_win^T-op X in
-// cuBLAS's column-major terms, m = slots, n = tokens, k = d, batched over heads.
+// cuBLAS's column-major terms, m = slots, n = tokens, k = d, batched over heads. float32 (the
+// TF32 kernel's tables): on TF32 tensor cores too.
 template <typename Element>
 cublasStatus_t PositionTable(cublasHandle_t blas, const Element* x, int64_t x_row_stride,
                              const Element* pos, int num_heads, int head_dim, int tokens,
@@ -297,7 +323,8 @@ cublasStatus_t PositionTable(cublasHandle_t blas, const Element* x, int64_t x_ro
       pos + static_cast<int64_t>(slots.first) * num_heads * head_dim, CudaType<Element>(),
       num_heads * head_dim, head_dim, x, CudaType<Element>(), static_cast<int>(x_row_stride),
       head_dim, &zero, table, CudaType<Element>(), slots.stride,
-      static_cast<int64_t>(tokens) * slots.stride, num_heads, CUBLAS_COMPUTE_32F,
+      static_cast<int64_t>(tokens) * slots.stride, num_heads,
+      std::is_same_v<Element, float> ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
       CUBLAS_GEMM_DEFAULT);
 }
 
@@ -404,7 +431,29 @@ cudaError_t LaunchShort(const AttentionParams<Element>& params, int longest, int
       (longest + Traits::kBlockM - 1) / Traits::kBlockM, num_sequences, stream);
 }
 
-// The compiled variants (HasVariant lists the same set). `key_groups` is resolved (1, 2 or 4).
+// The TF32 table kernel (float32 inputs), one per head dim.
+cudaError_t LaunchTf32(int head_dim, const AttentionParams<float>& params, int longest,
+                       int sequences, cudaStream_t stream) {
+  constexpr int kMinBlocks = AttentionTraits<64, float>::kMinBlocksPerSmTf32;
+  const int m_blocks = (longest + 63) / 64;
+  const AttentionWindowMaps no_maps{};
+  switch (head_dim) {
+    case 32:
+      return LaunchTensorCore<32, float, false, kMinBlocks>(params, no_maps, m_blocks, sequences,
+                                                            stream);
+    case 64:
+      return LaunchTensorCore<64, float, false, kMinBlocks>(params, no_maps, m_blocks, sequences,
+                                                            stream);
+    case 128:
+      return LaunchTensorCore<128, float, false, kMinBlocks>(params, no_maps, m_blocks, sequences,
+                                                             stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+// The compiled half-precision variants (HasVariant lists the same set). `key_groups` is
+// resolved (1, 2 or 4).
 template <typename Element>
 cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int head_dim,
                        const AttentionParams<Element>& params, const AttentionWindowMaps& maps,
@@ -447,10 +496,11 @@ cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int 
   }
 }
 
+// The tile kernels: half precision (any variant) and TF32 (tables).
 template <typename Element>
-cudaError_t ForwardHalf(const AttentionProblem& p, const AttentionKernelConfig& config,
-                        const AttentionDeviceLimits& limits, void* workspace, cublasHandle_t blas,
-                        cudaStream_t stream) {
+cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig& config,
+                         const AttentionDeviceLimits& limits, void* workspace, cublasHandle_t blas,
+                         cudaStream_t stream) {
   AttentionParams<Element> params = TensorParams<Element>(p);
   params.scale_log2 = p.scale * static_cast<float>(M_LOG2E);
   params.hi_threshold = INT32_MAX;
@@ -503,15 +553,18 @@ cudaError_t ForwardHalf(const AttentionProblem& p, const AttentionKernelConfig& 
     }
   }
   AttentionWindowMaps maps{};
-  if (config.mma == AttentionMma::kWarpgroup && !compute_windows && HasPositions(p)) {
-    const int64_t rows = static_cast<int64_t>(p.num_heads) * params.total_tokens;
-    if (params.c2p != nullptr) {
-      const cudaError_t error = EncodeWindowMap(params.c2p, rows, params.slot_stride, &maps.c2p);
-      if (error != cudaSuccess) return error;
-    }
-    if (params.p2c != nullptr) {
-      const cudaError_t error = EncodeWindowMap(params.p2c, rows, params.slot_stride, &maps.p2c);
-      if (error != cudaSuccess) return error;
+  // The TF32 kernel has no warpgroup variant (CheckAttentionConfig: the default config only).
+  if constexpr (!std::is_same_v<Element, float>) {
+    if (config.mma == AttentionMma::kWarpgroup && !compute_windows && HasPositions(p)) {
+      const int64_t rows = static_cast<int64_t>(p.num_heads) * params.total_tokens;
+      if (params.c2p != nullptr) {
+        const cudaError_t error = EncodeWindowMap(params.c2p, rows, params.slot_stride, &maps.c2p);
+        if (error != cudaSuccess) return error;
+      }
+      if (params.p2c != nullptr) {
+        const cudaError_t error = EncodeWindowMap(params.p2c, rows, params.slot_stride, &maps.p2c);
+        if (error != cudaSuccess) return error;
+      }
     }
   }
   const int key_groups = AttentionKeyGroups(p, config, limits);
@@ -520,8 +573,12 @@ cudaError_t ForwardHalf(const AttentionProblem& p, const AttentionKernelConfig& 
       (key_groups == 4 && ShortSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block)) {
     return cudaErrorInvalidValue;
   }
-  return LaunchHalf<Element>(config, key_groups, p.head_dim, params, maps, LongestSequence(p),
-                             p.num_sequences, stream);
+  if constexpr (std::is_same_v<Element, float>) {
+    return LaunchTf32(p.head_dim, params, LongestSequence(p), p.num_sequences, stream);
+  } else {
+    return LaunchHalf<Element>(config, key_groups, p.head_dim, params, maps, LongestSequence(p),
+                               p.num_sequences, stream);
+  }
 }
 
 cudaError_t ForwardFloat32(const AttentionProblem& p, cudaStream_t stream) {
@@ -703,11 +760,13 @@ cudaError_t DisentangledAttentionForward(const AttentionProblem& problem, void* 
   const AttentionKernelConfig config = AttentionLaunchConfig(problem, chosen, limits);
   switch (problem.dtype) {
     case DataType::kFloat16:
-      return ForwardHalf<__half>(problem, config, limits, workspace, blas, stream);
+      return ForwardTiles<__half>(problem, config, limits, workspace, blas, stream);
     case DataType::kBFloat16:
-      return ForwardHalf<__nv_bfloat16>(problem, config, limits, workspace, blas, stream);
+      return ForwardTiles<__nv_bfloat16>(problem, config, limits, workspace, blas, stream);
     case DataType::kFloat32:
-      return ForwardFloat32(problem, stream);
+      return RunsTf32(problem)
+                 ? ForwardTiles<float>(problem, config, limits, workspace, blas, stream)
+                 : ForwardFloat32(problem, stream);
   }
   return cudaErrorInvalidValue;
 }

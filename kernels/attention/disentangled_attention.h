@@ -49,6 +49,11 @@ struct RelativePositionTable {
 
 struct AttentionProblem {
   DataType dtype = DataType::kFloat16;
+  // float32 only: run the tile kernel with Q K^T and P V on TF32 tensor cores (10-bit mantissa;
+  // Q and P rounded to nearest, K and V truncated) and the C2P / P2C tables by TF32 GEMMs, where
+  // it can: 16-byte aligned Q / K / V rows, and its shared memory (102 / 127 / 176 KB at d = 32 /
+  // 64 / 128) fits a block of the device. Elsewhere, and when false, the strict float32 kernel.
+  bool allow_tf32 = false;
   int num_heads = 0;
   int head_dim = 0;  // 32, 64 or 128.
   // Device pointers. q/k/v/out rows are tokens; head h starts at column h * head_dim.
@@ -89,7 +94,7 @@ struct AttentionProblem {
 // otherwise; 64 x 64 tiles, 4 warps, the default register caps. Where the warpgroup kernel runs
 // (AttentionWgmmaRuns: an H100 / H200 and a build with sm_90a) half-precision d = 64 problems
 // take it, with tables, past 256 tokens instead (and AttentionLaunchConfig adapts it to small
-// grids). The strict float32 path has a single variant: the default-constructed config.
+// grids). The float32 paths (strict, TF32) have a single variant: the default-constructed config.
 AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem);
 
 // What a launch adapts to on the current device.
@@ -136,7 +141,8 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
 // Device scratch for the C2P/P2C tables: bytes needed for a problem with the variant it will run
 // (problem.config, else the heuristic's): 0 when no position term, and when the kernel computes
 // the position windows itself (by default: d <= 64 and sequences <= 1024, or <= 256 where the
-// warpgroup kernel runs, HeuristicAttentionConfig).
+// warpgroup kernel runs, HeuristicAttentionConfig); float32 tables (4-byte slots) for the TF32
+// kernel, none for the strict one.
 size_t AttentionWorkspaceBytes(const AttentionProblem& problem);
 // The most any candidate variant of `problem` needs (what an autotuner's workspace must hold).
 size_t AttentionMaxWorkspaceBytes(const AttentionProblem& problem);

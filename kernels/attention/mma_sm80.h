@@ -1,9 +1,13 @@
 // Thin wrappers over the sm_80+ warp-level tensor-core instructions the attention kernel uses:
-// ldmatrix (shared memory -> fragments), mma.sync m16n8k16 with float32 accumulators, cp.async.
+// ldmatrix (shared memory -> fragments), mma.sync m16n8k16 (half types) and m16n8k8 (TF32) with
+// float32 accumulators, cp.async.
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16"), lane = 4 * group + quad:
 //   A 16x16: a0 (row group, cols 2q..2q+1), a1 (row group+8), a2 (cols +8), a3 (row +8, cols +8)
 //   B 16x8:  b0 (k rows 2q..2q+1, col group), b1 (k rows 2q+8..2q+9)
 //   C 16x8:  c0,c1 (row group, cols 2q, 2q+1), c2,c3 (row group+8, cols 2q, 2q+1)
+// and m16n8k8 .tf32 (one 32-bit element per register; ldmatrix .b16 on float rows delivers it):
+//   A 16x8:  a0 (row group, col q), a1 (row group+8, col q), a2 (col q+4), a3 (row +8, col q+4)
+//   B 8x8:   b0 (k row q, col group), b1 (k row q+4, col group);   C as above.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -63,6 +67,38 @@ struct Mma<__nv_bfloat16> {
     return *reinterpret_cast<const uint32_t*>(&pair);
   }
 };
+
+// float32 -> TF32 (10-bit mantissa), rounded to nearest, as a 32-bit MMA operand.
+__device__ __forceinline__ uint32_t ToTf32(float x) {
+  uint32_t y;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(y) : "f"(x));
+  return y;
+}
+
+// TF32 operands (float32 inputs, AttentionProblem::allow_tf32): m16n8k8, half the k of the
+// 16-bit types. Operands not passed through ToTf32 enter with their low 13 mantissa bits
+// ignored (truncated), as CUTLASS's default float-to-TF32 conversion does.
+template <>
+struct Mma<float> {
+  __device__ __forceinline__ static void Run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+};
+
+// Stores two adjacent output elements (8-byte aligned for float, 4-byte for the half types).
+template <typename Element>
+__device__ __forceinline__ void StorePair(Element* destination, float lo, float hi) {
+  if constexpr (sizeof(Element) == 4) {
+    *reinterpret_cast<float2*>(destination) = make_float2(lo, hi);
+  } else {
+    *reinterpret_cast<uint32_t*>(destination) = Mma<Element>::Pack(lo, hi);
+  }
+}
 
 // 16-byte global -> shared copy; `bytes` < 16 zero-fills the rest (0 for out-of-range rows).
 __device__ __forceinline__ void CpAsync16(void* shared, const void* global, int bytes) {

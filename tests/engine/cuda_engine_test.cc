@@ -41,9 +41,11 @@ Checkpoint LoadFamily(const std::string& family) {
 }
 
 std::unique_ptr<CudaEngine> MakeCudaEngine(const std::string& family, DataType dtype,
-                                           int64_t max_batch_tokens = 16384, int device = 0) {
+                                           int64_t max_batch_tokens = 16384, int device = 0,
+                                           bool allow_tf32 = false) {
   CudaEngine::Options options;
   options.dtype = dtype;
+  options.allow_tf32 = allow_tf32;
   options.max_batch_tokens = max_batch_tokens;
   options.device = device;
   absl::StatusOr<std::unique_ptr<CudaEngine>> engine =
@@ -248,6 +250,37 @@ TEST(CudaEngineTest, LongAndMixedLengthsMatchTheCpuEngine) {
       }
     }
   }
+}
+
+// A float32 engine with allow_tf32 (GEMMs and attention on TF32 tensor cores) against the CPU
+// engine, over lengths that reach the attention's band and saturated tiles.
+TEST(CudaEngineTest, Tf32EngineMatchesTheCpuEngine) {
+  DFLASH_REQUIRE_GPU();
+  std::unique_ptr<CudaEngine> engine = MakeCudaEngine("v3_like", DataType::kFloat32, 16384, 0,
+                                                      /*allow_tf32=*/true);
+  ASSERT_NE(engine, nullptr);
+  std::unique_ptr<CpuEngine> cpu = MakeCpuEngine("v3_like");
+  ASSERT_NE(cpu, nullptr);
+  const ModelConfig& config = engine->config();
+  PackedBatch batch = RandomBatch({1, 63, 65, 257, 513, 1000, 2048}, config.vocab_size, 5);
+  RunOptions options;
+  options.outputs = kHiddenStates;
+  absl::StatusOr<BatchOutput> output = engine->Run(batch, options);
+  ASSERT_TRUE(output.ok()) << output.status();
+  absl::StatusOr<BatchOutput> expected = cpu->Run(batch, options);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_TRUE(AllFinite(output->hidden_states));
+  double worst = 0.0;
+  for (int s = 0; s < batch.num_sequences(); ++s) {
+    const double error =
+        RelativeL2(output->hidden_states, expected->hidden_states, config.hidden_size,
+                   batch.cu_seqlens[s], batch.cu_seqlens[s + 1]);
+    // TF32 keeps 10 mantissa bits: fp16's resolution with float32's range.
+    EXPECT_LE(error, HalfTolerance(DataType::kFloat16))
+        << "sequence of length " << batch.sequence_length(s);
+    worst = std::max(worst, error);
+  }
+  std::cout << "[cuda engine] v3_like float32 + TF32 vs CPU engine: worst rel L2 " << worst << "\n";
 }
 
 TEST(CudaEngineTest, RunsOneSequenceOf32768Tokens) {

@@ -66,6 +66,10 @@ struct Case {
   std::vector<int> lengths;
   bool log_buckets = true;
   uint32_t seed = 1;
+  // float32 only: AttentionProblem::allow_tf32.
+  bool tf32 = false;
+  // Elements by which the fused QKV buffer is shifted from its 16-byte aligned allocation.
+  int misalign = 0;
 };
 
 struct HostProblem {
@@ -173,9 +177,11 @@ class DeviceProblem {
   void Upload() {
     const DataType dtype = host_.spec.dtype;
     const std::vector<uint8_t> qkv = test::Encode(host_.qkv, dtype);
-    qkv_ = test::DeviceBuffer(qkv.size());
+    qkv_offset_ = static_cast<size_t>(host_.spec.misalign) * test::ElementSize(dtype);
+    qkv_ = test::DeviceBuffer(qkv.size() + qkv_offset_);
     ASSERT_NE(qkv_.get(), nullptr);
-    DFLASH_CUDA_OK(cudaMemcpy(qkv_.get(), qkv.data(), qkv.size(), cudaMemcpyHostToDevice));
+    DFLASH_CUDA_OK(cudaMemcpy(static_cast<uint8_t*>(qkv_.get()) + qkv_offset_, qkv.data(),
+                              qkv.size(), cudaMemcpyHostToDevice));
     const std::vector<uint8_t> pk = test::Encode(host_.pos_key, dtype);
     const std::vector<uint8_t> pq = test::Encode(host_.pos_query, dtype);
     pos_key_ = test::DeviceBuffer(pk.size());
@@ -199,11 +205,13 @@ class DeviceProblem {
     const size_t element = test::ElementSize(c.dtype);
     kernels::AttentionProblem p;
     p.dtype = c.dtype;
+    p.allow_tf32 = c.tf32;
     p.num_heads = c.heads;
     p.head_dim = c.head_dim;
-    p.q = qkv_.get();
-    p.k = static_cast<const uint8_t*>(qkv_.get()) + width * element;
-    p.v = static_cast<const uint8_t*>(qkv_.get()) + 2 * width * element;
+    const uint8_t* qkv = static_cast<const uint8_t*>(qkv_.get()) + qkv_offset_;
+    p.q = qkv;
+    p.k = qkv + width * element;
+    p.v = qkv + 2 * width * element;
     p.q_row_stride = p.k_row_stride = p.v_row_stride = 3 * width;
     p.out = out_.get();
     p.out_row_stride = width;
@@ -242,6 +250,7 @@ class DeviceProblem {
 
  private:
   const HostProblem& host_;
+  size_t qkv_offset_ = 0;
   test::DeviceBuffer qkv_, pos_key_, pos_query_, lut_, cu_, out_, lse_;
 };
 
@@ -276,6 +285,16 @@ double Tolerance(DataType dtype) {
   return 0.0;
 }
 
+// TF32 (float32 inputs, allow_tf32): 10 mantissa bits, fp16's resolution, and no rounding of P
+// and O to a 16-bit type.
+constexpr double kTf32Tolerance = 2e-3;
+
+// The bound for a case: a float32 case with allow_tf32 runs the TF32 kernel only where its Q / K
+// / V are 16-byte aligned; misaligned, the strict kernel (and its bound).
+double CaseTolerance(const Case& c) {
+  return c.tf32 && c.misalign % 4 == 0 ? kTf32Tolerance : Tolerance(c.dtype);
+}
+
 std::string ConfigName(const kernels::AttentionKernelConfig& config) {
   return std::string(kernels::AttentionWindowsName(config.windows)) + "/" +
          std::to_string(config.min_blocks_per_sm) +
@@ -302,10 +321,11 @@ void CheckAgainstFloat64(const Case& c, const kernels::AttentionKernelConfig* co
   EXPECT_EQ(CountNonFinite(lse), 0u);
   const double error = RelativeL2(out, want_out);
   const double lse_error = RelativeL2(lse, want_lse);
-  EXPECT_LE(error, Tolerance(c.dtype));
-  EXPECT_LE(lse_error, Tolerance(c.dtype));
-  std::cout << "[attention] " << Name(c.dtype) << " d=" << c.head_dim << " " << Name(c.positions)
-            << (c.log_buckets ? "" : " no-buckets")
+  EXPECT_LE(error, CaseTolerance(c));
+  EXPECT_LE(lse_error, CaseTolerance(c));
+  std::cout << "[attention] " << Name(c.dtype) << (c.tf32 ? " tf32" : "")
+            << (c.misalign != 0 ? " misaligned" : "") << " d=" << c.head_dim << " "
+            << Name(c.positions) << (c.log_buckets ? "" : " no-buckets")
             << (config != nullptr ? " variant " + ConfigName(*config) : std::string())
             << " tokens=" << host.total << ": rel L2 " << error << ", lse " << lse_error << "\n";
 }
@@ -567,6 +587,81 @@ TEST(AttentionTest, LongSequencesMatchStrictFloat32Path) {
   }
 }
 
+class Tf32Test : public testing::TestWithParam<std::tuple<int, Positions>> {};
+
+TEST_P(Tf32Test, PackedMixedLengthsMatchFloat64) {
+  DFLASH_REQUIRE_GPU();
+  Case c = ParamCase({DataType::kFloat32, std::get<0>(GetParam()), std::get<1>(GetParam())},
+                     {1, 2, 63, 64, 65, 127, 255, 256, 257, 511, 512, 513, 1000}, 100);
+  c.tf32 = true;
+  CheckAgainstFloat64(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, Tf32Test,
+                         testing::Combine(testing::Values(32, 64, 128),
+                                          testing::Values(Positions::kC2P, Positions::kP2C,
+                                                          Positions::kBoth, Positions::kNone)),
+                         [](const testing::TestParamInfo<std::tuple<int, Positions>>& param) {
+                           std::string name = "d" + std::to_string(std::get<0>(param.param)) + "_" +
+                                              Name(std::get<1>(param.param));
+                           std::replace(name.begin(), name.end(), '+', '_');
+                           return name;
+                         });
+
+// Long sequences (saturated tiles, 32768 tokens) on the TF32 kernel against the strict float32
+// kernel on the same inputs; its workspace holds float32 tables.
+TEST(AttentionTest, Tf32LongSequencesMatchStrictFloat32Path) {
+  DFLASH_REQUIRE_GPU();
+  for (int length : {4097, 8192, 32768}) {
+    Case c;
+    c.dtype = DataType::kFloat32;
+    c.heads = 1;
+    c.lengths = {length};
+    c.seed = length + 3;
+    const HostProblem host(c);
+    DeviceProblem device(host);
+    ASSERT_NO_FATAL_FAILURE(device.Upload());
+    std::vector<float> want;
+    std::vector<float> want_lse;
+    ASSERT_NO_FATAL_FAILURE(device.Run(device.Problem(), &want, &want_lse));
+    kernels::AttentionProblem tf32 = device.Problem();
+    tf32.allow_tf32 = true;
+    EXPECT_EQ(kernels::AttentionWorkspaceBytes(device.Problem()), 0u);
+    kernels::AttentionProblem as_bf16 = tf32;
+    as_bf16.dtype = DataType::kBFloat16;
+    // float32 tables: twice the bytes of 16-bit ones (each table rounded up to 256 bytes).
+    EXPECT_NEAR(static_cast<double>(kernels::AttentionWorkspaceBytes(tf32)),
+                2.0 * static_cast<double>(kernels::AttentionWorkspaceBytes(as_bf16)), 2 * 256.0);
+    std::vector<float> out;
+    std::vector<float> lse;
+    ASSERT_NO_FATAL_FAILURE(device.Run(tf32, &out, &lse));
+    EXPECT_EQ(CountNonFinite(out), 0u);
+    EXPECT_EQ(CountNonFinite(lse), 0u);
+    const double error = RelativeL2(out, want);
+    const double lse_error = RelativeL2(lse, want_lse);
+    EXPECT_LE(error, kTf32Tolerance) << "length " << length;
+    EXPECT_LE(lse_error, kTf32Tolerance) << "length " << length;
+    std::cout << "[attention] tf32 L=" << length << " vs strict fp32: rel L2 " << error << ", lse "
+              << lse_error << "\n";
+  }
+}
+
+// allow_tf32 permits the TF32 kernel; where it cannot run (Q / K / V not 16-byte aligned) the
+// strict kernel does, to its float32 bound, with no tables.
+TEST(AttentionTest, Tf32FallsBackToStrictOnMisalignedInputs) {
+  DFLASH_REQUIRE_GPU();
+  Case c;
+  c.dtype = DataType::kFloat32;
+  c.tf32 = true;
+  c.misalign = 1;
+  c.lengths = {63, 600};
+  CheckAgainstFloat64(c);
+  const HostProblem host(c);
+  DeviceProblem device(host);
+  ASSERT_NO_FATAL_FAILURE(device.Upload());
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(device.Problem()), 0u);
+}
+
 // The sequences of `c` packed, then right-padded to `padded` rows each (padding rows hold other
 // random values) with a key mask, both run with `config` (null: the heuristic's).
 void CheckPaddedEqualsPacked(const Case& c, int padded,
@@ -637,6 +732,11 @@ TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
     warpgroup.mma = kernels::AttentionMma::kWarpgroup;
     CheckPaddedEqualsPacked(c, 1300, &warpgroup);
   }
+  // The TF32 kernel.
+  c.dtype = DataType::kFloat32;
+  c.tf32 = true;
+  c.lengths = {70, 5, 1030};
+  CheckPaddedEqualsPacked(c, 1030, nullptr);
 }
 
 // Host-side checks: no GPU needed.
