@@ -414,6 +414,18 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   constexpr bool kTmaWindows = Traits::kWgmma && !kComputeWindows;
   uint32_t window_phase = 0;
   if (kTmaWindows && threadIdx.x == 0) MbarrierInit(window_barrier);
+  // kBothWindows (the table kernels): with one position term, the other's window holds zeros,
+  // never written, and band tiles add both windows without testing which terms exist per
+  // element (each test a predicate on every element's shared load). The register-capped
+  // computed-window kernels keep the tests: without them ptxas spilled at d = 64.
+  constexpr bool kBothWindows = !kComputeWindows;
+  if (kBothWindows && has_positions && !(has_c2p && has_p2c)) {
+    Element* absent = has_c2p ? sP2C : sC2P;
+    for (int i = ThreadInGroup<Traits, kKeyGroups>(); i < Traits::kBiasRegionElements;
+         i += Traits::kThreads) {
+      absent[i] = Element();
+    }
+  }
   // The slot table copy is read by every thread when it classifies tiles (and the barrier is
   // initialised before anyone uses it).
   __syncthreads();
@@ -442,13 +454,16 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   }
 
   // Class of the key tile at n0 (from its delta range, shared/KERNELS.md 2.8): a saturated tile
-  // reads one slot (fixed_slot); a band tile stages the window of slots window0 ..
-  // window0 + kSlotWindow - 1 (relative to slot_base), and a linear band tile (every delta in
-  // [-linear_band, linear_band]) finds slot(delta) = slot_zero + delta without the table.
+  // reads one slot (slot_hi when `high`, else slot_lo); a band tile stages the window of slots
+  // window0 .. window0 + kSlotWindow - 1 (relative to slot_base), and a linear band tile (every
+  // delta in [-linear_band, linear_band]) finds slot(delta) = slot_zero + delta without the table.
+  // `saturated` comes from the thresholds alone: testing the slot itself made the compiler load
+  // it from the constant bank on every tile and wait for it (ncu, L = 16384: 3% of the stall
+  // samples).
   struct TileClass {
-    int fixed_slot;
     int window0;
-    int span;   // Computed windows: slots from window0 through the tile's last slot.
+    int span;  // Computed windows: slots from window0 through the tile's last slot.
+    bool saturated;
     bool high;  // Saturated at slot_hi (else slot_lo).
     bool linear;
   };
@@ -457,15 +472,12 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     const int delta_max = (m0 + Traits::kBlockM - 1) - n0;
     TileClass tile;
     tile.high = delta_min >= params.hi_threshold;
-    tile.fixed_slot = tile.high                          ? params.slot_hi
-                      : delta_max <= params.lo_threshold ? params.slot_lo
-                                                         : -1;
     // Computed windows hold any tile's slots: saturated tiles run as band tiles there.
-    if (kComputeWindows) tile.fixed_slot = -1;
+    tile.saturated = !kComputeWindows && (tile.high || delta_max <= params.lo_threshold);
     tile.linear = delta_min >= -params.linear_band && delta_max <= params.linear_band;
     tile.window0 = 0;
     tile.span = 0;
-    if (has_positions && tile.fixed_slot < 0) {
+    if (has_positions && !tile.saturated) {
       const int first = max(-params.band, min(params.band, delta_min)) + params.band;
       const int first_slot = lut_in_shared ? sLut[first] : __ldg(params.lut + first);
       // Deltas of the tile outside the sequence can fall below the batch's first slot; valid
@@ -505,7 +517,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
                                                params.pos_row_stride, tile.window0, rows,
                                                params.pos_rows);
       }
-    } else if (kTmaWindows && has_positions && tile.fixed_slot < 0) {
+    } else if (kTmaWindows && has_positions && !tile.saturated) {
       // Every thread is done with the previous windows (the barrier before this call).
       if (threadIdx.x == 0) {
         constexpr uint32_t kWindowBytes = Traits::kWindowElements * sizeof(Element);
@@ -515,7 +527,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         if (has_c2p) TmaLoad2d(sC2P, &window_maps.c2p, tile.window0, row + m0, window_barrier);
         if (has_p2c) TmaLoad2d(sP2C, &window_maps.p2c, tile.window0, row + n0, window_barrier);
       }
-    } else if (has_positions && tile.fixed_slot < 0) {
+    } else if (has_positions && !tile.saturated) {
       if (params.c2p != nullptr) {
         LoadWindow<Traits, kKeyGroups>(sC2P, params.c2p, table_base, m0, seqlen - 1,
                                        params.slot_stride, tile.window0);
@@ -526,8 +538,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       }
     } else if (has_positions && ThreadInGroup<Traits, kKeyGroups>() < kN && params.p2c != nullptr) {
       const int key = min(n0 + ThreadInGroup<Traits, kKeyGroups>(), seqlen - 1);
+      const int slot = tile.high ? params.slot_hi : params.slot_lo;
       p_saturated_next =
-          params.p2c[(table_base + key) * params.slot_stride + tile.fixed_slot - params.slot_base];
+          params.p2c[(table_base + key) * params.slot_stride + slot - params.slot_base];
     }
   };
   auto store_p_saturated = [&]() {
@@ -571,7 +584,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // (P V of tile n - 1): start V(n).
     CpAsyncWait<0>();
     if constexpr (Traits::kWgmma) FenceSharedForAsyncProxy();
-    if (kTmaWindows && has_positions && classify(n0).fixed_slot < 0) {
+    if (kTmaWindows && has_positions && !classify(n0).saturated) {
       MbarrierWait(window_barrier, window_phase);
       window_phase ^= 1;
     }
@@ -608,7 +621,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // S = Q K^T: [16, 64] per warp, plus p_j on saturated tiles: the accumulators start at the
     // column term (exact, in float32), so the bias costs no per-element instruction there.
     float s[kNTiles][4];
-    if (has_positions && tile.fixed_slot >= 0) {
+    if (has_positions && tile.saturated) {
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) {
         const float2 p = *reinterpret_cast<const float2*>(sPSaturated + t * 8 + quad * 2);
@@ -627,19 +640,17 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       AccumulateScores<Traits, kN>(s, q_fragments, sK, lane);
     }
 
-    // Scores to the exp2 domain: exp2 argument = s * score_scale + row_offset. Plain and
-    // saturated tiles keep s unscaled and fold the scale (and, saturated, the row term c_i) into
-    // the exponent's FFMA, as FlashAttention-2 does; band tiles add C2P_win + P2C_win per element
-    // here (a table lookup and two LDS, or two LDS at compile-time offsets on linear tiles) and
-    // leave scale 1, offset 0. The tile class is uniform across the CTA: no divergence.
-    const float scale = params.scale_log2;
-    float score_scale = 1.0f;
+    // Scores to the exp2 domain: exp2 argument = s * score_scale + row_offset. Every tile keeps
+    // s unscaled and folds the scale (and, saturated, the row term c_i) into the exponent's FFMA,
+    // as FlashAttention-2 does; band tiles add C2P_win + P2C_win per element here (a table lookup
+    // and two LDS, or two LDS at compile-time offsets on linear tiles). The tile class is uniform
+    // across the CTA: no divergence.
+    const float score_scale = params.scale_log2;
     float row_offset[2] = {0.0f, 0.0f};
     if (!has_positions) {
-      score_scale = scale;
-    } else if (tile.fixed_slot >= 0) {
+      // Plain attention: no bias.
+    } else if (tile.saturated) {
       const float* c_saturated = sCSaturated + (tile.high ? 0 : Traits::kBlockM);
-      score_scale = scale;
       row_offset[0] = c_saturated[row_local[0]];
       row_offset[1] = c_saturated[row_local[1]];
     } else if (tile.linear) {
@@ -657,29 +668,37 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int column = t * 8 + e;  // Past quad * 2.
-            float bias = 0.0f;
-            if (has_c2p) bias += ToFloat(c2p_row[-column]);
-            if (has_p2c) bias += ToFloat(p2c_row[column * (kSlotWindow - 1)]);
-            s[t][2 * r + e] = fmaf(s[t][2 * r + e], scale, bias * scale);
+            if (kBothWindows || has_c2p) s[t][2 * r + e] += ToFloat(c2p_row[-column]);
+            if (kBothWindows || has_p2c) {
+              s[t][2 * r + e] += ToFloat(p2c_row[column * (kSlotWindow - 1)]);
+            }
           }
         }
       }
     } else {
+      // slot_of(delta + band) = idx(delta). One loop per table location: with the location
+      // tested per element, the compiler issued both paths' instructions, the global one
+      // predicated off (ncu, L = 16384: 800 instructions per warp and band tile, half of them).
+      auto add_band_bias = [&](auto slot_of) {
+        const int window_base = params.slot_base + tile.window0;
 #pragma unroll
-      for (int t = 0; t < kNTiles; ++t) {
+        for (int t = 0; t < kNTiles; ++t) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e / 2;
-          const int column = t * 8 + quad * 2 + (e % 2);
-          const int delta = max(-params.band, min(params.band, query[r] - (n0 + column)));
-          const int slot = (lut_in_shared ? static_cast<int>(sLut[delta + params.band])
-                                          : __ldg(params.lut + delta + params.band)) -
-                           params.slot_base - tile.window0;
-          float bias = 0.0f;
-          if (has_c2p) bias += ToFloat(sC2P[row_local[r] * kSlotWindow + slot]);
-          if (has_p2c) bias += ToFloat(sP2C[column * kSlotWindow + slot]);
-          s[t][e] = fmaf(s[t][e], scale, bias * scale);
+          for (int e = 0; e < 4; ++e) {
+            const int r = e / 2;
+            const int column = t * 8 + quad * 2 + (e % 2);
+            const int delta = max(-params.band, min(params.band, query[r] - (n0 + column)));
+            const int slot = slot_of(delta + params.band) - window_base;
+            if (kBothWindows || has_c2p)
+              s[t][e] += ToFloat(sC2P[row_local[r] * kSlotWindow + slot]);
+            if (kBothWindows || has_p2c) s[t][e] += ToFloat(sP2C[column * kSlotWindow + slot]);
+          }
         }
+      };
+      if (lut_in_shared) {
+        add_band_bias([&](int entry) { return static_cast<int>(sLut[entry]); });
+      } else {
+        add_band_bias([&](int entry) { return __ldg(params.lut + entry); });
       }
     }
     // Keys past the sequence end or masked by the padding mask: only tiles that have any.
