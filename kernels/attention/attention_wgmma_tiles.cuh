@@ -20,14 +20,14 @@ template <typename Traits>
 __device__ __forceinline__ void WgmmaScores(float (&s)[8][4], const typename Traits::Element* q,
                                             const typename Traits::Element* k) {
   static_assert(Traits::kHeadDim == 64 && Traits::kBlockN == 64, "one 64 x 64 tile");
-  const uint32_t q_address = SharedAddress(q);
-  const uint32_t k_address = SharedAddress(k);
+  const uint64_t q_descriptor = SwizzledTileDescriptor(SharedAddress(q));
+  const uint64_t k_descriptor = SwizzledTileDescriptor(SharedAddress(k));
   WgmmaFenceOperands(s);
   WgmmaFence();
 #pragma unroll
   for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
-    WgmmaSharedShared<typename Traits::Element>(s, SwizzledTileDescriptor(q_address + kk * 32),
-                                                SwizzledTileDescriptor(k_address + kk * 32));
+    WgmmaSharedShared<typename Traits::Element>(s, AdvanceDescriptor(q_descriptor, kk * 32),
+                                                AdvanceDescriptor(k_descriptor, kk * 32));
   }
   WgmmaCommit();
   WgmmaWait<0>();
@@ -52,13 +52,13 @@ __device__ __forceinline__ void WgmmaValues(float (&o)[8][4], const float (&p)[8
     p_fragments[kk][2] = MmaOp::Pack(p[2 * kk + 1][0], p[2 * kk + 1][1]);
     p_fragments[kk][3] = MmaOp::Pack(p[2 * kk + 1][2], p[2 * kk + 1][3]);
   }
-  const uint32_t v_address = SharedAddress(v);
+  const uint64_t v_descriptor = SwizzledTileDescriptor(SharedAddress(v));
   WgmmaFenceOperands(o);
   WgmmaFence();
 #pragma unroll
   for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
     WgmmaRegisterShared<typename Traits::Element>(
-        o, p_fragments[kk], SwizzledTileDescriptor(v_address + kk * 16 * Traits::kRowStride * 2));
+        o, p_fragments[kk], AdvanceDescriptor(v_descriptor, kk * 16 * Traits::kRowStride * 2));
   }
   WgmmaCommit();
   WgmmaWait<0>();

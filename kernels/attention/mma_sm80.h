@@ -105,6 +105,11 @@ __device__ __forceinline__ void CpAsync16(void* shared, const void* global, int 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SharedAddress(shared)),
                "l"(global), "r"(bytes));
 }
+// 16-byte global -> shared copy of a chunk known to be in range.
+__device__ __forceinline__ void CpAsync16(void* shared, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(SharedAddress(shared)),
+               "l"(global));
+}
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>
 __device__ __forceinline__ void CpAsyncWait() {

@@ -37,6 +37,14 @@ __device__ __forceinline__ uint64_t SwizzledTileDescriptor(uint32_t shared_addre
          (kGroupStride << 32) | (uint64_t{1} << 62);
 }
 
+// The descriptor of the same tile `bytes` (a multiple of 16) further on: the start address field
+// advanced in place. Shared addresses stay below 2^18, so the field (address >> 4, 14 bits) does
+// not carry into the next one. One add per wgmma instead of rebuilding the descriptor from the
+// address (SASS: 8 uniform-datapath instructions per wgmma, 15% of the tile loop's instructions).
+__device__ __forceinline__ uint64_t AdvanceDescriptor(uint64_t descriptor, uint32_t bytes) {
+  return descriptor + (bytes >> 4);
+}
+
 // Orders this thread's earlier register and shared-memory accesses before later wgmma.
 __device__ __forceinline__ void WgmmaFence() {
 #if DFLASH_SM90A_TARGET
