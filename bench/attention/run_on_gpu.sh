@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call's worth of kernel work (shared/GPU.md): the kernel tests, compute-sanitizer on a
 # small case, the benchmark and the SDPA ceiling, results joined into $OUT. Expects the carried
-# runtime folder from `scripts/collect-runtime.sh .carry build/bin/...`.
+# runtime folder from `scripts/collect-runtime.sh .carry build/bin/{disentangled_attention_test,
+# dflash-bench-attention,attention_tuning_test}` (the tuner's tests run when carried).
 #
 # Usage (on the GPU machine): bash bench/attention/run_on_gpu.sh [--skip-tests]
 #   --skip-tests: only the benchmark and the SDPA ceiling (the tests and compute-sanitizer ran in
@@ -28,6 +29,10 @@ echo "== kernel tests"
 .carry/bin/disentangled_attention_test > "$out/attention_test.log" 2>&1
 echo "exit $?"
 grep -E "FAILED|PASSED|Failure" "$out/attention_test.log" | head -40
+if [[ -x .carry/bin/attention_tuning_test ]]; then
+  .carry/bin/attention_tuning_test > "$out/attention_tuning_test.log" 2>&1
+  echo "attention_tuning_test exit $?: $(grep -E '^\[  (PASSED|FAILED) ' "$out/attention_tuning_test.log" | tr '\n' ' ')"
+fi
 
 echo "== compute-sanitizer (memcheck, racecheck) on small cases"
 for tool in memcheck racecheck; do
@@ -39,11 +44,17 @@ done
 fi
 
 echo "== benchmark"
-command="dflash-bench-attention --dtypes=bf16,fp16 --head_dims=64 + --head_dims=32,128 (bf16); sdpa_bench.py (same shapes)"
+command="dflash-bench-attention --dtypes=bf16,fp16 --head_dims=64 + --head_dims=32,128 (bf16) + --dtypes=tf32 + --positions=false (bf16, plain attention through the same kernels); sdpa_bench.py (same shapes)"
 .carry/bin/dflash-bench-attention --dtypes=bf16,fp16 --head_dims=64 --json="$out/ours.jsonl"
 .carry/bin/dflash-bench-attention --dtypes=bf16 --head_dims=32,128 \
   --lengths=128,512,2048,8192 --json="$out/ours_dims.jsonl"
 cat "$out/ours_dims.jsonl" >> "$out/ours.jsonl"
+.carry/bin/dflash-bench-attention --dtypes=tf32 --head_dims=64 --lengths=128,512,2048,8192 \
+  --json="$out/ours_tf32.jsonl"
+cat "$out/ours_tf32.jsonl" >> "$out/ours.jsonl"
+.carry/bin/dflash-bench-attention --dtypes=bf16 --head_dims=64 --positions=false --accuracy=false \
+  --mnli_mix=false --json="$out/ours_nopos.jsonl"
+cat "$out/ours_nopos.jsonl" >> "$out/ours.jsonl"
 python3 bench/attention/sdpa_bench.py --json "$out/sdpa.jsonl" --dtypes bf16,fp16 --head_dims 64
 python3 bench/attention/sdpa_bench.py --json "$out/sdpa_dims.jsonl" --dtypes bf16 --head_dims 32,128 \
   --lengths 128,512,2048,8192
