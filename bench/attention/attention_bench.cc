@@ -240,10 +240,13 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, const Pre
   row.head_dim = head_dim;
   row.dtype = precision.name;
   row.ms = times[times.size() / 2];
-  double flops = 0.0;  // The peers' formula: B*H*(4 L^2 d + 4 L R d), R = 512, per sequence.
+  // The peers' formula: B*H*(4 L^2 d + 4 L R d), R = 512, per sequence; without the position
+  // terms (--positions=false) plain attention's B*H*4 L^2 d.
+  const double relative_rows = p.pos_key != nullptr ? 512.0 : 0.0;
+  double flops = 0.0;
   for (int length : lengths) {
     flops += static_cast<double>(heads) *
-             (4.0 * length * length * head_dim + 4.0 * length * 512.0 * head_dim);
+             (4.0 * length * length * head_dim + 4.0 * length * relative_rows * head_dim);
   }
   row.tflops = flops / (row.ms * 1e-3) / 1e12;
   row.extra_mib = static_cast<double>(workspace_bytes) / (1 << 20);
@@ -312,10 +315,10 @@ int main(int argc, char** argv) {
   std::ofstream json_out;
   if (!absl::GetFlag(FLAGS_json).empty()) json_out.open(absl::GetFlag(FLAGS_json));
   const int tokens = absl::GetFlag(FLAGS_tokens);
-  std::printf("%-10s %6s %4s %5s %4s %5s %10s %8s %10s %9s\n", "shape", "L", "B", "heads", "d",
+  std::printf("%-14s %6s %4s %5s %4s %5s %10s %8s %10s %9s\n", "shape", "L", "B", "heads", "d",
               "dtype", "ms", "TFLOP/s", "relL2", "extraMiB");
   auto emit = [&](const Row& row) {
-    std::printf("%-10s %6d %4d %5d %4d %5s %10.4f %8.1f %10.2e %9.1f\n", row.shape.c_str(),
+    std::printf("%-14s %6d %4d %5d %4d %5s %10.4f %8.1f %10.2e %9.1f\n", row.shape.c_str(),
                 row.length, row.batch, row.heads, row.head_dim, row.dtype.c_str(), row.ms,
                 row.tflops, row.rel_l2, row.extra_mib);
     std::fflush(stdout);

@@ -135,8 +135,9 @@ size_t CudaEngine::LayoutWorkspace(void* base) {
   w.results = arena.Take<float>(w.results_count);
   w.inputs_count = 3 * t + s + 1;
   w.inputs = arena.Take<int32_t>(w.inputs_count);
-  // The attention's C2P/P2C tables are largest for one sequence of every token. Only the
-  // presence of the position terms matters for the size: any non-null pointer says "present".
+  // The attention's C2P/P2C tables are largest for one sequence of every token. Of the tensors
+  // only the presence of the position terms matters: any non-null pointer says "present", and
+  // null Q / K / V with zero strides give the float32 (TF32) size its upper bound.
   kernels::AttentionProblem bound;
   bound.dtype = options_.dtype;
   bound.allow_tf32 = options_.allow_tf32;  // float32 tables for the TF32 kernel.

@@ -1,4 +1,5 @@
-// Tensor-core (mma.sync m16n8k16) forward of the disentangled attention, FlashAttention-2 style:
+// Tensor-core (mma.sync m16n8k16; m16n8k8 TF32 for float32 inputs) forward of the disentangled
+// attention, FlashAttention-2 style:
 // one CTA of 4 warps owns 64 query rows of one (sequence, head) and streams 64-key tiles through
 // shared memory, keeping the online-softmax state (row max m, row sum l, output O) in registers.
 //
@@ -22,8 +23,8 @@
 // With Traits::kWgmma (sm_90a, the table kernel at d = 64) the CTA's 4 warps issue Q K^T and P V
 // as one warpgroup (wgmma, attention_wgmma_tiles.cuh) and band tiles' windows arrive by TMA
 // (tma_sm90.h) instead of per-thread copies.
-// Shapes: Q/K/V tiles [64, D] in shared memory (rows padded by 8 elements so that ldmatrix rows
-// fall on distinct banks; dense and 128-byte swizzled for wgmma); C2P/P2C windows [64,
+// Shapes: Q/K/V tiles [64, D] in shared memory (rows padded by one 16-byte chunk so that ldmatrix
+// rows fall on distinct banks; dense and 128-byte swizzled for wgmma); C2P/P2C windows [64,
 // kSlotWindow]; S [16, 64] and O [16, D] per warp in registers.
 #pragma once
 
@@ -60,9 +61,9 @@ struct AttentionTraits {
   static constexpr int kWarps = 4;
   static constexpr int kThreads = 32 * kWarps;
   // Resident CTAs per SM the register budget is capped for. Shared memory allows three at
-  // d <= 64, which needs <= 168 registers: the table kernel gets there uncapped (166 at d = 64
-  // with CUDA 13.0; capping it at 168 made ptxas spill), the computed-window kernel (~190
-  // uncapped) is capped, without spills.
+  // d <= 64, which needs <= 168 registers: the table kernel gets there uncapped (168 at d = 64
+  // with CUDA 13.0, the warpgroup one 160; capping it at 168 made ptxas spill), the
+  // computed-window kernel (~210 uncapped) is capped, without spills.
   static constexpr int kMinBlocksPerSm = 2;
   static constexpr int kMinBlocksPerSmComputed = kHeadDim <= 64 ? 3 : 2;
   // TF32: float tiles and windows take 127 KB at d = 64, one CTA per SM; registers uncapped.

@@ -124,6 +124,8 @@ bool FitsTileKernel(const AttentionProblem& p) {
 }
 
 bool Valid(const AttentionProblem& p) {
+  // Every tile scales in the exponent and takes its maximum before scaling: scale > 0.
+  if (!(p.scale > 0.0f) || !std::isfinite(p.scale)) return false;
   if (p.head_dim != 32 && p.head_dim != 64 && p.head_dim != 128) return false;
   if (p.num_heads < 1 || p.num_sequences < 1 || p.q == nullptr || p.k == nullptr ||
       p.v == nullptr || p.out == nullptr) {
@@ -435,7 +437,8 @@ cudaError_t LaunchShort(const AttentionParams<Element>& params, int longest, int
 cudaError_t LaunchTf32(int head_dim, const AttentionParams<float>& params, int longest,
                        int sequences, cudaStream_t stream) {
   constexpr int kMinBlocks = AttentionTraits<64, float>::kMinBlocksPerSmTf32;
-  const int m_blocks = (longest + 63) / 64;
+  constexpr int kBlockM = AttentionTraits<64, float>::kBlockM;
+  const int m_blocks = (longest + kBlockM - 1) / kBlockM;
   const AttentionWindowMaps no_maps{};
   switch (head_dim) {
     case 32:
@@ -627,6 +630,8 @@ bool AttentionWgmmaCompiled() {
 #endif
 }
 
+bool AttentionRunsTf32(const AttentionProblem& problem) { return RunsTf32(problem); }
+
 bool AttentionWgmmaRuns() {
   return AttentionWgmmaCompiled() && CurrentDeviceLimits().compute_capability == 90;
 }
@@ -687,7 +692,8 @@ int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelCon
 cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
                                  const AttentionKernelConfig& config) {
   if (problem.dtype == DataType::kFloat32) {
-    // The strict path has one kernel: only the heuristic's config names it.
+    // The float32 paths have one kernel each, chosen by allow_tf32 (AttentionRunsTf32), not by
+    // the config: only the heuristic's (the default config) names them.
     return config == HeuristicAttentionConfig(problem) ? cudaSuccess : cudaErrorInvalidValue;
   }
   if (config.block_m != 64 || config.block_n != 64 || config.warps != 4) {

@@ -51,8 +51,10 @@ struct AttentionProblem {
   DataType dtype = DataType::kFloat16;
   // float32 only: run the tile kernel with Q K^T and P V on TF32 tensor cores (10-bit mantissa;
   // Q and P rounded to nearest, K and V truncated) and the C2P / P2C tables by TF32 GEMMs, where
-  // it can: 16-byte aligned Q / K / V rows, and its shared memory (102 / 127 / 176 KB at d = 32 /
-  // 64 / 128) fits a block of the device. Elsewhere, and when false, the strict float32 kernel.
+  // it can (AttentionRunsTf32): 16-byte aligned Q / K / V rows and bases, 8-byte aligned output
+  // pairs, position tables whose 64 x 64 tiles fit the staged slot window, and its shared memory
+  // (102 / 127 / 176 KB at d = 32 / 64 / 128) fits a block of the current device. Elsewhere, and
+  // when false, the strict float32 kernel.
   bool allow_tf32 = false;
   int num_heads = 0;
   int head_dim = 0;  // 32, 64 or 128.
@@ -134,6 +136,10 @@ AttentionKernelConfig AttentionLaunchConfig(const AttentionProblem& problem,
 cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
                                  const AttentionKernelConfig& config);
 
+// True when `problem` (float32, allow_tf32) runs the TF32 tile kernel on the current device; the
+// strict float32 kernel runs it otherwise (AttentionProblem::allow_tf32 says when).
+bool AttentionRunsTf32(const AttentionProblem& problem);
+
 // Every variant that can run `problem` (for the tuner), the heuristic's first. None pins
 // key_groups: the launch picks them for the batch's grid (AttentionKeyGroups).
 std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProblem& problem);
@@ -142,16 +148,19 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
 // (problem.config, else the heuristic's): 0 when no position term, and when the kernel computes
 // the position windows itself (by default: d <= 64 and sequences <= 1024, or <= 256 where the
 // warpgroup kernel runs, HeuristicAttentionConfig); float32 tables (4-byte slots) for the TF32
-// kernel, none for the strict one.
+// kernel, none for the strict one. For float32 the answer depends on the current device and on
+// the problem's pointers and strides (AttentionRunsTf32): size it on the device and with the
+// tensors it will run with, or with null pointers and zero strides, which give the upper bound.
 size_t AttentionWorkspaceBytes(const AttentionProblem& problem);
 // The most any candidate variant of `problem` needs (what an autotuner's workspace must hold).
 size_t AttentionMaxWorkspaceBytes(const AttentionProblem& problem);
 
 // Runs the forward on `stream` with problem.config's variant (null: the heuristic's). `workspace`
 // must hold AttentionWorkspaceBytes(problem) bytes (with the same config) and be 256-byte
-// aligned; Q/K/V/out must be 16-byte aligned in half precision; `blas` (bound to `stream` by this
-// call) computes the C2P/P2C tables. Returns cudaErrorInvalidValue for unsupported shapes or
-// configs and cudaErrorUnknown when cuBLAS fails.
+// aligned; Q/K/V/out must be 16-byte aligned in half precision (float32 runs the strict kernel
+// where the TF32 one cannot run, AttentionRunsTf32); `blas` (bound to `stream` by this call)
+// computes the C2P/P2C tables. Returns cudaErrorInvalidValue for unsupported shapes, configs or a
+// scale that is not positive and finite, and cudaErrorUnknown when cuBLAS fails.
 cudaError_t DisentangledAttentionForward(const AttentionProblem& problem, void* workspace,
                                          cublasHandle_t blas, cudaStream_t stream);
 

@@ -76,8 +76,10 @@ __device__ __forceinline__ uint32_t ToTf32(float x) {
 }
 
 // TF32 operands (float32 inputs, AttentionProblem::allow_tf32): m16n8k8, half the k of the
-// 16-bit types. Operands not passed through ToTf32 enter with their low 13 mantissa bits
-// ignored (truncated), as CUTLASS's default float-to-TF32 conversion does.
+// 16-bit types. Operands not passed through ToTf32 enter as raw float32 bits, whose low 13
+// mantissa bits the tensor cores do not use (in effect truncation; the PTX ISA leaves the
+// handling of such bits to the implementation), as CUTLASS's default float-to-TF32 conversion
+// does; the measured errors in kernels/attention/NOTES.md are with this.
 template <>
 struct Mma<float> {
   __device__ __forceinline__ static void Run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
