@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -21,7 +20,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
-#include "engine/model/half_precision.h"
+#include "engine/cuda/dtype_encoding.h"
 #include "engine/model/model_config.h"
 #include "engine/model/relative_position.h"
 #include "kernels/attention/disentangled_attention.h"
@@ -88,38 +87,6 @@ Precision ParsePrecision(const std::string& name) {
   std::exit(2);
 }
 
-size_t ElementBytes(DataType dtype) { return dtype == DataType::kFloat32 ? 4 : 2; }
-
-// `values` in `dtype`'s device encoding.
-std::vector<uint8_t> Encode(const std::vector<float>& values, DataType dtype) {
-  std::vector<uint8_t> bytes(values.size() * ElementBytes(dtype));
-  if (dtype == DataType::kFloat32) {
-    std::memcpy(bytes.data(), values.data(), bytes.size());
-    return bytes;
-  }
-  for (size_t i = 0; i < values.size(); ++i) {
-    const uint16_t bits = dtype == DataType::kFloat16 ? dflash::FloatToHalf(values[i])
-                                                      : dflash::FloatToBFloat16(values[i]);
-    std::memcpy(&bytes[2 * i], &bits, 2);
-  }
-  return bytes;
-}
-
-std::vector<float> Decode(const std::vector<uint8_t>& bytes, DataType dtype) {
-  std::vector<float> values(bytes.size() / ElementBytes(dtype));
-  if (dtype == DataType::kFloat32) {
-    std::memcpy(values.data(), bytes.data(), bytes.size());
-    return values;
-  }
-  for (size_t i = 0; i < values.size(); ++i) {
-    uint16_t bits = 0;
-    std::memcpy(&bits, &bytes[2 * i], 2);
-    values[i] =
-        dtype == DataType::kFloat16 ? dflash::HalfToFloat(bits) : dflash::BFloat16ToFloat(bits);
-  }
-  return values;
-}
-
 struct Row {
   std::string shape;
   int length = 0;
@@ -136,7 +103,7 @@ struct Row {
 Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, const Precision& precision,
              const dflash::RelativePositionIndex& index, cublasHandle_t blas) {
   const DataType dtype = precision.dtype;
-  const size_t element = ElementBytes(dtype);
+  const size_t element = dflash::kernels::DataTypeBytes(dtype);
   const int width = heads * head_dim;
   std::vector<int32_t> cu{0};
   for (int length : lengths) cu.push_back(cu.back() + length);
@@ -148,8 +115,8 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, const Pre
   for (float& x : qkv) x = normal(random);
   std::vector<float> pos(static_cast<size_t>(2 * index.span()) * width * 2);
   for (float& x : pos) x = normal(random);
-  const std::vector<uint8_t> qkv_bytes = Encode(qkv, dtype);
-  const std::vector<uint8_t> pos_bytes = Encode(pos, dtype);
+  const std::vector<uint8_t> qkv_bytes = dflash::cuda::EncodeAs(dtype, qkv);
+  const std::vector<uint8_t> pos_bytes = dflash::cuda::EncodeAs(dtype, pos);
 
   Device qkv_device(qkv_bytes.size()), pos_device(pos_bytes.size());
   Device out_device(static_cast<size_t>(total) * width * element);
@@ -253,8 +220,8 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, const Pre
 
   if (absl::GetFlag(FLAGS_accuracy)) {
     // The strict float32 path on the same rounded values.
-    const std::vector<float> qkv_rounded = Decode(qkv_bytes, dtype);
-    const std::vector<float> pos_rounded = Decode(pos_bytes, dtype);
+    const std::vector<float> qkv_rounded = dflash::cuda::DecodeFrom(dtype, qkv_bytes);
+    const std::vector<float> pos_rounded = dflash::cuda::DecodeFrom(dtype, pos_bytes);
     Device qkv32(qkv_rounded.size() * 4), pos32(pos_rounded.size() * 4);
     Device out32(static_cast<size_t>(total) * width * 4);
     CHECK_CUDA(
@@ -280,7 +247,7 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, const Pre
     CHECK_CUDA(cudaMemcpy(want.data(), out32.data, want.size() * 4, cudaMemcpyDeviceToHost));
     CHECK_CUDA(
         cudaMemcpy(got_bytes.data(), out_device.data, got_bytes.size(), cudaMemcpyDeviceToHost));
-    const std::vector<float> got = Decode(got_bytes, dtype);
+    const std::vector<float> got = dflash::cuda::DecodeFrom(dtype, got_bytes);
     double diff = 0.0, norm = 0.0;
     for (size_t i = 0; i < want.size(); ++i) {
       diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);

@@ -101,9 +101,7 @@ CudaEngine::~CudaEngine() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-size_t CudaEngine::element_bytes() const {
-  return options_.dtype == kernels::DataType::kFloat32 ? 4 : 2;
-}
+size_t CudaEngine::element_bytes() const { return kernels::DataTypeBytes(options_.dtype); }
 
 size_t CudaEngine::LayoutWorkspace(void* base) {
   const int64_t t = options_.max_batch_tokens;

@@ -3,23 +3,19 @@
 #include <utility>
 
 #include "engine/common/status_macros.h"
-#include "engine/model/half_precision.h"
+#include "engine/cuda/dtype_encoding.h"
 
 namespace dflash::cuda {
 namespace {
 
-// float32 values in the compute dtype, uploaded.
+// float32 values in the compute dtype, uploaded (float32 as it is, without a host copy).
 absl::StatusOr<DeviceBuffer> UploadAs(kernels::DataType dtype, const float* values, size_t count) {
   if (count == 0) return DeviceBuffer();
   if (dtype == kernels::DataType::kFloat32) {
     return DeviceBuffer::Upload(values, count * sizeof(float));
   }
-  std::vector<uint16_t> narrow(count);
-  for (size_t i = 0; i < count; ++i) {
-    narrow[i] =
-        dtype == kernels::DataType::kFloat16 ? FloatToHalf(values[i]) : FloatToBFloat16(values[i]);
-  }
-  return DeviceBuffer::Upload(narrow.data(), count * sizeof(uint16_t));
+  const std::vector<uint8_t> narrow = EncodeAs(dtype, values, count);
+  return DeviceBuffer::Upload(narrow.data(), narrow.size());
 }
 
 absl::StatusOr<DeviceBuffer> UploadAs(kernels::DataType dtype, const std::vector<float>& values) {

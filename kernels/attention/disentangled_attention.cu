@@ -26,8 +26,6 @@ size_t AlignUp(size_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
 }
 
-size_t ElementBytes(DataType dtype) { return dtype == DataType::kFloat32 ? 4 : 2; }
-
 bool HasPositions(const AttentionProblem& p) {
   return (p.pos_key != nullptr || p.pos_query != nullptr) && p.positions.host != nullptr &&
          p.positions.device != nullptr && p.positions.span > 0;
@@ -105,11 +103,11 @@ int LinearBand(const RelativePositionTable& table) {
 // more are lost aligning the window start). Log buckets with (max_position - 1) / (buckets / 2)
 // below about e grow faster than one slot per delta there.
 bool FitsTileKernel(const AttentionProblem& p) {
-  const int64_t align = 16 / static_cast<int64_t>(ElementBytes(p.dtype));
+  const int64_t align = 16 / static_cast<int64_t>(DataTypeBytes(p.dtype));
   auto aligned = [](const void* pointer) { return reinterpret_cast<uintptr_t>(pointer) % 16 == 0; };
   if (p.q_row_stride % align || p.k_row_stride % align || p.v_row_stride % align ||
       p.out_row_stride % 2 || !aligned(p.q) || !aligned(p.k) || !aligned(p.v) ||
-      reinterpret_cast<uintptr_t>(p.out) % (2 * ElementBytes(p.dtype)) != 0) {
+      reinterpret_cast<uintptr_t>(p.out) % (2 * DataTypeBytes(p.dtype)) != 0) {
     return false;
   }
   if (HasPositions(p)) {
@@ -743,7 +741,7 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
 
 size_t AttentionWorkspaceBytes(const AttentionProblem& problem) {
   if (!UsesTables(problem)) return 0;
-  const size_t table = AlignUp(TableElements(problem) * ElementBytes(problem.dtype));
+  const size_t table = AlignUp(TableElements(problem) * DataTypeBytes(problem.dtype));
   return (problem.pos_key != nullptr ? table : 0) + (problem.pos_query != nullptr ? table : 0);
 }
 

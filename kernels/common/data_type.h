@@ -2,9 +2,14 @@
 // precision inputs accumulate and keep statistics (softmax, LayerNorm) in float32.
 #pragma once
 
+#include <cstddef>
+
 namespace dflash::kernels {
 
 enum class DataType { kFloat16, kBFloat16, kFloat32 };
+
+// Bytes per element: 2 for the half types, 4 for float32.
+inline size_t DataTypeBytes(DataType dtype) { return dtype == DataType::kFloat32 ? 4 : 2; }
 
 // "fp16", "bf16" or "fp32": tuning-profile family keys, tool flags and test names.
 inline const char* DataTypeShortName(DataType dtype) {

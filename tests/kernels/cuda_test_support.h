@@ -5,11 +5,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
-#include "engine/model/half_precision.h"
+#include "engine/cuda/dtype_encoding.h"
 #include "gtest/gtest.h"
 #include "kernels/attention/disentangled_attention.h"
 
@@ -75,39 +74,16 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-inline size_t ElementSize(kernels::DataType dtype) {
-  return dtype == kernels::DataType::kFloat32 ? 4 : 2;
-}
+inline size_t ElementSize(kernels::DataType dtype) { return kernels::DataTypeBytes(dtype); }
 
 // float32 values -> raw bytes of `dtype` (round to nearest even).
 inline std::vector<uint8_t> Encode(const std::vector<float>& values, kernels::DataType dtype) {
-  std::vector<uint8_t> bytes(values.size() * ElementSize(dtype));
-  for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == kernels::DataType::kFloat32) {
-      std::memcpy(&bytes[4 * i], &values[i], 4);
-    } else {
-      const uint16_t bits = dtype == kernels::DataType::kFloat16 ? FloatToHalf(values[i])
-                                                                 : FloatToBFloat16(values[i]);
-      std::memcpy(&bytes[2 * i], &bits, 2);
-    }
-  }
-  return bytes;
+  return cuda::EncodeAs(dtype, values);
 }
 
 // Raw bytes of `dtype` -> float32.
 inline std::vector<float> Decode(const std::vector<uint8_t>& bytes, kernels::DataType dtype) {
-  const size_t count = bytes.size() / ElementSize(dtype);
-  std::vector<float> values(count);
-  for (size_t i = 0; i < count; ++i) {
-    if (dtype == kernels::DataType::kFloat32) {
-      std::memcpy(&values[i], &bytes[4 * i], 4);
-    } else {
-      uint16_t bits;
-      std::memcpy(&bits, &bytes[2 * i], 2);
-      values[i] = dtype == kernels::DataType::kFloat16 ? HalfToFloat(bits) : BFloat16ToFloat(bits);
-    }
-  }
-  return values;
+  return cuda::DecodeFrom(dtype, bytes);
 }
 
 // Values as the kernel sees them after rounding to `dtype`.
