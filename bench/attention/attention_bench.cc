@@ -46,8 +46,11 @@ ABSL_FLAG(int, key_groups, -1,
 
 ABSL_FLAG(std::string, mma, "",
           "Pin AttentionKernelConfig::mma on the built-in variant (sync, or wgmma: the warpgroup "
-          "table kernel, H100 / H200 at d = 64; it pins tables at every length); empty runs the "
+          "kernels, H100 / H200 at d = 64; alone it pins tables at every length); empty runs the "
           "built-in choice unchanged.");
+ABSL_FLAG(std::string, windows, "",
+          "Pin AttentionKernelConfig::windows on the built-in variant (tables, or computed: "
+          "d <= 64), with that kernel's default register cap; empty runs the built-in choice.");
 
 namespace {
 
@@ -158,19 +161,34 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, const Pre
     pinned.key_groups = absl::GetFlag(FLAGS_key_groups);
     p.config = &pinned;
   }
-  if (const std::string mma = absl::GetFlag(FLAGS_mma); !mma.empty()) {
+  using dflash::kernels::AttentionMma;
+  using dflash::kernels::AttentionWindows;
+  const std::string mma = absl::GetFlag(FLAGS_mma);
+  const std::string windows = absl::GetFlag(FLAGS_windows);
+  if (!mma.empty()) {
     if (mma != "sync" && mma != "wgmma") {
       std::fprintf(stderr, "--mma: expected sync or wgmma, got %s\n", mma.c_str());
       std::exit(2);
     }
-    pinned.mma = mma == "wgmma" ? dflash::kernels::AttentionMma::kWarpgroup
-                                : dflash::kernels::AttentionMma::kSync;
-    // The warpgroup kernel is a table kernel: pinning it pins tables at every length.
-    if (mma == "wgmma") {
-      pinned.windows = dflash::kernels::AttentionWindows::kTables;
-      pinned.min_blocks_per_sm = 2;
-      pinned.key_groups = 0;
+    pinned.mma = mma == "wgmma" ? AttentionMma::kWarpgroup : AttentionMma::kSync;
+    // --mma=wgmma alone pins the warpgroup table kernel at every length.
+    if (mma == "wgmma" && windows.empty()) pinned.windows = AttentionWindows::kTables;
+  }
+  if (!windows.empty()) {
+    if (windows != "tables" && windows != "computed") {
+      std::fprintf(stderr, "--windows: expected tables or computed, got %s\n", windows.c_str());
+      std::exit(2);
     }
+    pinned.windows = windows == "tables" ? AttentionWindows::kTables : AttentionWindows::kComputed;
+  }
+  if (!mma.empty() || !windows.empty()) {
+    // Each pinned kernel's default register cap: the warpgroup table kernel and the mma.sync
+    // computed-window one differ from the rest.
+    const bool tables = pinned.windows == AttentionWindows::kTables;
+    pinned.min_blocks_per_sm = pinned.mma == AttentionMma::kWarpgroup ? (tables ? 2 : 3)
+                               : tables                               ? 2
+                                                                      : 3;
+    if (pinned.mma == AttentionMma::kWarpgroup) pinned.key_groups = 0;
     p.config = &pinned;
   }
   const size_t workspace_bytes = dflash::kernels::AttentionWorkspaceBytes(p);

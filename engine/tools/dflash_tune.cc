@@ -452,8 +452,8 @@ absl::Status Inspect(const std::filesystem::path& file) {
               profile.name.c_str(), profile.gpu.c_str(), profile.sm_major, profile.sm_minor,
               profile.cuda_major, profile.cuda_minor, profile.driver.empty() ? "" : ", driver ",
               profile.driver.c_str(), profile.entries.size());
-  std::printf("%-32s %-9s %-6s %-9s %-10s %-9s %-12s %s\n", "family", "windows", "min_cta", "tile",
-              "ms", "heur_ms", "vs heuristic", "rel_l2");
+  std::printf("%-32s %-9s %-6s %-5s %-9s %-10s %-9s %-12s %s\n", "family", "windows", "min_cta",
+              "mma", "tile", "ms", "heur_ms", "vs heuristic", "rel_l2");
   for (const ProfileEntry& entry : profile.entries) {
     const kernels::AttentionKernelConfig& c = entry.config;
     auto number = [](const std::optional<double>& value, const char* format) {
@@ -463,8 +463,9 @@ absl::Status Inspect(const std::filesystem::path& file) {
     if (entry.ms && entry.heuristic_ms && *entry.ms > 0.0) {
       gain = absl::StrFormat("%.2fx", *entry.heuristic_ms / *entry.ms);
     }
-    std::printf("%-32s %-9s %-6d %-9s %-10s %-9s %-12s %s\n", FamilyKey(entry.family).c_str(),
+    std::printf("%-32s %-9s %-6d %-5s %-9s %-10s %-9s %-12s %s\n", FamilyKey(entry.family).c_str(),
                 kernels::AttentionWindowsName(c.windows), c.min_blocks_per_sm,
+                kernels::AttentionMmaName(c.mma),
                 absl::StrFormat("%dx%d/%dw", c.block_m, c.block_n, c.warps).c_str(),
                 number(entry.ms, "%.4f").c_str(), number(entry.heuristic_ms, "%.4f").c_str(),
                 gain.c_str(), number(entry.rel_l2, "%.2g").c_str());

@@ -150,7 +150,7 @@ absl::StatusOr<kernels::AttentionKernelConfig> ParseConfig(const YAML::Node& nod
                        absl::StrCat(config.key_groups, " needs windows: computed"));
     }
   }
-  // Optional: absent is mma.sync; wgmma is the warpgroup table kernel (H100 / H200).
+  // Optional: absent is mma.sync; wgmma the warpgroup kernels (H100 / H200).
   if (const YAML::Node value = node["mma"]) {
     const std::string field_path = absl::StrCat(path, ".mma");
     if (value.IsScalar() && value.Scalar() == "sync") {
@@ -161,9 +161,10 @@ absl::StatusOr<kernels::AttentionKernelConfig> ParseConfig(const YAML::Node& nod
       return errors.At(value, field_path,
                        absl::StrCat("expected sync or wgmma, got ", Shown(value)));
     }
-    if (config.mma == kernels::AttentionMma::kWarpgroup &&
-        config.windows != kernels::AttentionWindows::kTables) {
-      return errors.At(value, field_path, "wgmma needs windows: tables");
+    if (config.mma == kernels::AttentionMma::kWarpgroup && config.key_groups >= 2) {
+      return errors.At(
+          value, field_path,
+          absl::StrCat("wgmma runs one warpgroup per CTA, not key_groups: ", config.key_groups));
     }
   }
   return config;

@@ -15,7 +15,8 @@
 //                # block_m, block_n, warps optional (defaults 64, 64, 4); key_groups optional:
 //                # 0 or absent chooses at launch (AttentionKernelConfig), 1 or 2 pins it,
 //                # 4 pins the short-sequence kernel (sequences <= 128); mma optional: sync
-//                # (absent) or wgmma, the warpgroup table kernel (H100 / H200, windows: tables)
+//                # (absent) or wgmma, the warpgroup kernels (H100 / H200, d = 64: tables / 2
+//                # or computed / 3; no pinned key groups)
 //       ms: 0.688            # optional: measured time of the winner on the tuning shape
 //       heuristic_ms: 0.688  # optional: the built-in heuristic's time on it
 //       rel_l2: 0.0029       # optional: the winner's error against the strict fp32 path

@@ -14,15 +14,17 @@
 //     memory next to K and V, and bias[i,j] = C2P_win[i, idx(i-j)] + P2C_win[j, idx(i-j)]. In
 //     the linear region of idx (v3: |delta| <= 128) the window column is i - j + constant, read
 //     at compile-time offsets without the slot table.
-// With kComputeWindows (short sequences, d <= 64) there are no tables: every tile is a band tile
-// whose windows the CTA computes from PosK / PosQ [2k, H, d] with MMAs (C2P_win = Q_blk .
-// PosK_win^T, P2C_win = K_blk . PosQ_win^T, [64, <= 128] each), which replaces the two table
-// GEMMs and their DRAM round trip.
+// With kComputeWindows (d <= 64) there are no tables: band tiles compute their windows from PosK /
+// PosQ [2k, H, d] with MMAs (C2P_win = Q_blk . PosK_win^T, P2C_win = K_blk . PosQ_win^T, [64,
+// <= 128] each), which replaces the two table GEMMs and their DRAM round trip. The mma.sync
+// kernels run saturated tiles as band tiles too; the warpgroup one runs them as above, with c_i =
+// Q_i . PosK[s] computed once per CTA and p_j = K_j . PosQ[s] by wgmma beside Q K^T.
 // No bias value is gathered from global memory element by element. K (with the tile's bias
 // operands) and V are loaded one step ahead (FlashAttention-2's order, two barriers per tile).
-// With Traits::kWgmma (sm_90a, the table kernel at d = 64) the CTA's 4 warps issue Q K^T and P V
-// as one warpgroup (wgmma, attention_wgmma_tiles.cuh) and band tiles' windows arrive by TMA
-// (tma_sm90.h) instead of per-thread copies.
+// With Traits::kWgmma (sm_90a, d = 64) the CTA's 4 warps issue Q K^T and P V as one warpgroup
+// (wgmma, attention_wgmma_tiles.cuh) and band tiles' windows (tables) or PosK / PosQ rows
+// (computed windows, then C2P_win / P2C_win by wgmma too) arrive by TMA (tma_sm90.h) instead of
+// per-thread copies.
 // Shapes: Q/K/V tiles [64, D] in shared memory (rows padded by one 16-byte chunk so that ldmatrix
 // rows fall on distinct banks; dense and 128-byte swizzled for wgmma); C2P/P2C windows [64,
 // kSlotWindow]; S [16, 64] and O [16, D] per warp in registers.
@@ -45,7 +47,7 @@
 namespace dflash::kernels {
 
 // kWgmma_: Q K^T and P V by sm_90a warpgroup MMAs (wgmma_sm90.h) over 128-byte-swizzled dense Q,
-// K, V tiles, in place of mma.sync over padded ones; the table kernel at d = 64 only.
+// K, V tiles, in place of mma.sync over padded ones; d = 64 only (tables or computed windows).
 // Element_ float: the TF32 table kernel (float32 inputs, AttentionProblem::allow_tf32), mma.sync
 // m16n8k8 (attention_warp_tiles.cuh's *Tf32), float tiles, windows and tables.
 template <int kHeadDim_, typename Element_, bool kWgmma_ = false>
@@ -62,8 +64,8 @@ struct AttentionTraits {
   static constexpr int kThreads = 32 * kWarps;
   // Resident CTAs per SM the register budget is capped for. Shared memory allows three at
   // d <= 64, which needs <= 168 registers: the table kernel gets there uncapped (168 at d = 64
-  // with CUDA 13.0, the warpgroup one 160; capping it at 168 made ptxas spill), the
-  // computed-window kernel (~210 uncapped) is capped, without spills.
+  // with CUDA 13.0, the warpgroup one 161; capping it at 168 made ptxas spill), the
+  // computed-window kernels (mma.sync ~210 uncapped; warpgroup 165) are capped, without spills.
   static constexpr int kMinBlocksPerSm = 2;
   static constexpr int kMinBlocksPerSmComputed = kHeadDim <= 64 ? 3 : 2;
   // TF32: float tiles and windows take 127 KB at d = 64, one CTA per SM; registers uncapped.
@@ -91,11 +93,15 @@ struct AttentionTraits {
       (2 * kTileElements + 2 * kBiasRegionElements) * static_cast<int>(sizeof(Element)) +
       kBlockN * static_cast<int>(sizeof(float));
   // The mbarrier of the warpgroup kernel's TMA window copies (16 bytes, first: 8-byte aligned),
-  // the two row terms per query row, the slot table.
+  // the two row terms per query row, the saturated slots' PosK / PosQ rows of the warpgroup
+  // computed-window kernel (PosK[slot_hi], PosK[slot_lo], PosQ[slot_hi], PosQ[slot_lo]), the slot
+  // table.
   static constexpr int kBarrierBytes = 16;
-  static constexpr int kCommonBytes = kBarrierBytes +
-                                      2 * kBlockM * static_cast<int>(sizeof(float)) +
-                                      (2 * kSharedLutBand + 1) * static_cast<int>(sizeof(int16_t));
+  static constexpr int kSaturatedPositionBytes =
+      kWgmma ? 4 * kHeadDim * static_cast<int>(sizeof(Element)) : 0;
+  static constexpr int kCommonBytes =
+      kBarrierBytes + 2 * kBlockM * static_cast<int>(sizeof(float)) + kSaturatedPositionBytes +
+      (2 * kSharedLutBand + 1) * static_cast<int>(sizeof(int16_t));
   static constexpr int SharedBytes(int key_groups) {
     return kQBytes + key_groups * kGroupBytes + kCommonBytes;
   }
@@ -122,7 +128,8 @@ __device__ __forceinline__ int ThreadInGroup() {
 }
 
 // Copies source rows first_row .. first_row + rows - 1 (row stride `row_stride`) into rows 0 ..
-// rows - 1 of a padded shared tile, 16-byte chunks first_chunk, first_chunk + chunk_step, ...;
+// rows - 1 of a padded shared tile (dense and swizzled for wgmma), 16-byte chunks first_chunk,
+// first_chunk + chunk_step, ...;
 // rows at or past `valid_rows` are zero. Rolled, each copy splitting its chunk index into row and
 // column: the fewest registers, for kernels at their register cap.
 template <typename Traits>
@@ -134,10 +141,14 @@ __device__ __forceinline__ void CopyRowsByChunks(typename Traits::Element* tile,
   for (int chunk = first_chunk; chunk < rows * Traits::kChunksPerRow; chunk += chunk_step) {
     const int row = chunk / Traits::kChunksPerRow;
     const int column = (chunk % Traits::kChunksPerRow) * Traits::kChunkElements;
+    // wgmma's 128-byte swizzle (dense rows): chunk c of row r at c ^ (r % 8).
+    const int stored_column =
+        Traits::kWgmma ? ((chunk % Traits::kChunksPerRow) ^ (row % 8)) * Traits::kChunkElements
+                       : column;
     const bool valid = first_row + row < valid_rows;
     const typename Traits::Element* source =
         valid ? base + static_cast<int64_t>(first_row + row) * row_stride + column : base;
-    CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
+    CpAsync16(tile + row * Traits::kRowStride + stored_column, source, valid ? 16 : 0);
   }
 }
 
@@ -351,8 +362,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
                                 const __grid_constant__ AttentionWindowMaps window_maps) {
   static_assert(kKeyGroups == 1 || kKeyGroups == 2, "one or two key groups");
   static_assert(!kComputeWindows || Traits::kCanComputeWindows, "bias region too small");
-  static_assert(!Traits::kWgmma || (!kComputeWindows && kKeyGroups == 1),
-                "wgmma: the table kernel, one warpgroup per CTA");
+  static_assert(!Traits::kWgmma || kKeyGroups == 1, "wgmma: one warpgroup per CTA");
   using Element = typename Traits::Element;
   constexpr int D = Traits::kHeadDim;
   constexpr int kN = Traits::kBlockN;
@@ -384,7 +394,10 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   uint64_t* window_barrier = reinterpret_cast<uint64_t*>(common_bytes);
   // [2][kBlockM]: hi, then lo.
   float* sCSaturated = reinterpret_cast<float*>(common_bytes + Traits::kBarrierBytes);
-  int16_t* sLut = reinterpret_cast<int16_t*>(sCSaturated + 2 * Traits::kBlockM);
+  // [4][D]: PosK at slot_hi, slot_lo, then PosQ (kSaturatedComputed only).
+  Element* sSaturatedPositions = reinterpret_cast<Element*>(sCSaturated + 2 * Traits::kBlockM);
+  int16_t* sLut = reinterpret_cast<int16_t*>(reinterpret_cast<unsigned char*>(sSaturatedPositions) +
+                                             Traits::kSaturatedPositionBytes);
   // The group's barrier inside the key loop (barrier 0, __syncthreads, spans the CTA).
   auto group_sync = [&]() {
     if constexpr (kKeyGroups == 1) {
@@ -412,6 +425,34 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   const bool has_c2p = kComputeWindows ? params.pos_key != nullptr : params.c2p != nullptr;
   const bool has_p2c = kComputeWindows ? params.pos_query != nullptr : params.p2c != nullptr;
   const bool has_positions = has_c2p || has_p2c;
+  // The warpgroup computed-window kernel runs saturated tiles as the table kernels do (no window),
+  // with the row and column terms computed instead of read from tables: c_i = Q_i . PosK[s] once
+  // per CTA, p_j = K_j . PosQ[s] by four more wgmma k-steps of the tile's Q K^T
+  // (WgmmaScoresWithColumnTerm). The mma.sync one runs them as band tiles.
+  constexpr bool kSaturatedComputed = kComputeWindows && Traits::kWgmma;
+  constexpr bool kSaturatedTiles = !kComputeWindows || kSaturatedComputed;
+  // Whether any key tile of this CTA is saturated: the first tile's smallest delta or the last
+  // one's largest is past a threshold (short sequences have none: no row terms to compute).
+  const int last_n0 = (seqlen - 1) / kN * kN;
+  const bool has_saturated_tiles =
+      has_positions && (m0 - (kN - 1) >= params.hi_threshold ||
+                        m0 + Traits::kBlockM - 1 - last_n0 <= params.lo_threshold);
+  if constexpr (kSaturatedComputed) {
+    // PosK / PosQ rows [4][D] of the two saturated slots, one 16-byte chunk per thread.
+    if (has_saturated_tiles && threadIdx.x < 4 * Traits::kChunksPerRow) {
+      const int row = static_cast<int>(threadIdx.x) / Traits::kChunksPerRow;
+      const int column =
+          static_cast<int>(threadIdx.x) % Traits::kChunksPerRow * Traits::kChunkElements;
+      const Element* table = row < 2 ? params.pos_key : params.pos_query;
+      const int slot = row % 2 == 0 ? params.slot_hi : params.slot_lo;
+      uint4 chunk = make_uint4(0, 0, 0, 0);
+      if (table != nullptr) {
+        chunk = *reinterpret_cast<const uint4*>(table + slot * params.pos_row_stride +
+                                                static_cast<int64_t>(head) * D + column);
+      }
+      *reinterpret_cast<uint4*>(sSaturatedPositions + row * D + column) = chunk;
+    }
+  }
   if (lut_in_shared && has_positions) {
     const int reach = (seqlen + kN - 1) / kN * kN;
     const int first = max(0, m0 - reach + 1 + params.band);
@@ -421,16 +462,17 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       sLut[i] = static_cast<int16_t>(params.lut[i]);
     }
   }
-  // The warpgroup table kernel copies band tiles' windows with TMA (one thread issues, every thread
-  // waits on window_barrier, whose phase parity flips per window pair).
-  constexpr bool kTmaWindows = Traits::kWgmma && !kComputeWindows;
+  // The warpgroup kernels copy band tiles' windows (tables) or PosK / PosQ rows (computed
+  // windows) with TMA (one thread issues, every thread waits on window_barrier, whose phase parity
+  // flips per window pair).
+  constexpr bool kTmaWindows = Traits::kWgmma;
   uint32_t window_phase = 0;
   if (kTmaWindows && threadIdx.x == 0) MbarrierInit(window_barrier);
   // kBothWindows (the table kernels): with one position term, the other's window holds zeros,
   // never written, and band tiles add both windows without testing which terms exist per
   // element (each test a predicate on every element's shared load). The register-capped
   // computed-window kernels keep the tests: without them ptxas spilled at d = 64.
-  constexpr bool kBothWindows = !kComputeWindows;
+  constexpr bool kBothWindows = !kComputeWindows || Traits::kWgmma;
   if (kBothWindows && has_positions && !(has_c2p && has_p2c)) {
     Element* absent = has_c2p ? sP2C : sC2P;
     for (int i = ThreadInGroup<Traits, kKeyGroups>(); i < Traits::kBiasRegionElements;
@@ -484,8 +526,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     const int delta_max = (m0 + Traits::kBlockM - 1) - n0;
     TileClass tile;
     tile.high = delta_min >= params.hi_threshold;
-    // Computed windows hold any tile's slots: saturated tiles run as band tiles there.
-    tile.saturated = !kComputeWindows && (tile.high || delta_max <= params.lo_threshold);
+    // The mma.sync computed-window kernels run saturated tiles as band tiles.
+    tile.saturated = kSaturatedTiles && (tile.high || delta_max <= params.lo_threshold);
     tile.linear = delta_min >= -params.linear_band && delta_max <= params.linear_band;
     tile.window0 = 0;
     tile.span = 0;
@@ -513,10 +555,10 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // waited there for the global read (ncu, L = 8192: 7% of the warpgroup kernel's stall samples).
   Element p_saturated_next = Element();
   auto issue_k_and_bias = [&](int n0) {
-    LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(sK, k_base, params.k_row_stride, n0,
-                                                          seqlen);
+    LoadTile<Traits, kKeyGroups, false, !kComputeWindows || Traits::kWgmma>(
+        sK, k_base, params.k_row_stride, n0, seqlen);
     const TileClass tile = classify(n0);
-    if constexpr (kComputeWindows) {
+    if constexpr (kComputeWindows && !Traits::kWgmma) {
       const int64_t head_column = static_cast<int64_t>(head) * D;
       const int rows = (tile.span + 15) / 16 * 16;  // Whole 16-slot MMA column pairs.
       if (has_c2p) {
@@ -531,7 +573,15 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       }
     } else if (kTmaWindows && has_positions && !tile.saturated) {
       // Every thread is done with the previous windows (the barrier before this call).
-      if (threadIdx.x == 0) {
+      if (kComputeWindows && threadIdx.x == 0) {
+        // PosK / PosQ rows window0 .. window0 + kComputedWindow - 1 of this head, swizzled for
+        // the window wgmmas (rows past PosK's end arrive as zeros).
+        constexpr uint32_t kRowsBytes = Traits::kPositionWindowElements * sizeof(Element);
+        MbarrierArriveExpectBytes(window_barrier,
+                                  (has_c2p ? kRowsBytes : 0) + (has_p2c ? kRowsBytes : 0));
+        if (has_c2p) TmaLoad2d(sC2P, &window_maps.c2p, head * D, tile.window0, window_barrier);
+        if (has_p2c) TmaLoad2d(sP2C, &window_maps.p2c, head * D, tile.window0, window_barrier);
+      } else if (threadIdx.x == 0) {
         constexpr uint32_t kWindowBytes = Traits::kWindowElements * sizeof(Element);
         MbarrierArriveExpectBytes(window_barrier,
                                   (has_c2p ? kWindowBytes : 0) + (has_p2c ? kWindowBytes : 0));
@@ -579,6 +629,32 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   uint32_t q_fragments[kKSteps][4];
   auto load_q_fragments = [&]() { LoadRowFragments<Traits>(q_fragments, sQ, warp * 16, lane); };
   if constexpr (!Traits::kWgmma && !Traits::kTf32) load_q_fragments();
+  if constexpr (kSaturatedComputed) {
+    static_assert(Traits::kThreads == 2 * Traits::kBlockM, "a thread per row and slot");
+    // The row terms c_i = Q_i . PosK[s] * scale_log2 (s = slot_hi, slot_lo) from the landed Q
+    // tile (swizzled: chunk c of row r at c ^ (r % 8)); the loop's first barrier publishes them.
+    const int row = static_cast<int>(threadIdx.x) % Traits::kBlockM;
+    const int which = static_cast<int>(threadIdx.x) / Traits::kBlockM;  // 0: hi, 1: lo.
+    float c = 0.0f;
+    if (has_saturated_tiles && has_c2p) {
+      const Element* pos = sSaturatedPositions + which * D;
+#pragma unroll
+      for (int chunk = 0; chunk < Traits::kChunksPerRow; ++chunk) {
+        // One 16-byte load of each operand per chunk.
+        const uint4 q_chunk = *reinterpret_cast<const uint4*>(
+            sQ + row * Traits::kRowStride + ((chunk ^ (row % 8)) * Traits::kChunkElements));
+        const uint4 pos_chunk =
+            *reinterpret_cast<const uint4*>(pos + chunk * Traits::kChunkElements);
+        const Element* q_elements = reinterpret_cast<const Element*>(&q_chunk);
+        const Element* pos_elements = reinterpret_cast<const Element*>(&pos_chunk);
+#pragma unroll
+        for (int e = 0; e < Traits::kChunkElements; ++e) {
+          c = fmaf(ToFloat(q_elements[e]), ToFloat(pos_elements[e]), c);
+        }
+      }
+    }
+    if (has_saturated_tiles) sCSaturated[which * Traits::kBlockM + row] = c * params.scale_log2;
+  }
 
   float o[kDTiles][4];
 #pragma unroll
@@ -601,12 +677,36 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       window_phase ^= 1;
     }
     group_sync();
-    LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(sV, v_base, params.v_row_stride, n0,
-                                                          seqlen);
+    LoadTile<Traits, kKeyGroups, false, !kComputeWindows || Traits::kWgmma>(
+        sV, v_base, params.v_row_stride, n0, seqlen);
     CpAsyncCommit();
     const TileClass tile = classify(n0);
 
-    if constexpr (kComputeWindows) {
+    if constexpr (kComputeWindows && Traits::kWgmma) {
+      if (has_positions && !tile.saturated) {
+        // As below, by warpgroup MMAs over the swizzled Q / K tiles and staged PosK / PosQ rows,
+        // in 64-slot halves (the second only for tiles reaching more than 64 slots).
+        // P2C first: its window rows (keys) are read by every warp, C2P's (queries) only by the
+        // warp that stores them, so the barrier before the C2P store publishes P2C's and a warp
+        // barrier publishes C2P's (two CTA barriers per tile, not three).
+        uint32_t packed[kComputedWindow / 8][2];
+        const bool two_halves = tile.span > kComputedWindow / 2;
+        const int pairs = (tile.span + 15) / 16;
+        if (has_p2c) {
+          WgmmaWindow<Traits>(packed, sK, sP2C, two_halves);
+          group_sync();
+          StoreWindowRows<Traits>(sP2C, packed, warp * 16, pairs, lane);
+        }
+        if (has_c2p) {
+          WgmmaWindow<Traits>(packed, sQ, sC2P, two_halves);
+          group_sync();
+          StoreWindowRows<Traits>(sC2P, packed, warp * 16, pairs, lane);
+          __syncwarp();
+        } else {
+          group_sync();
+        }
+      }
+    } else if constexpr (kComputeWindows) {
       if (has_positions) {
         // The bias regions hold PosK / PosQ rows w0 .. w0 + 16 pairs - 1; replace them by the C2P /
         // P2C windows of this warp's 16 query rows and 16 keys (each read whole PosK / PosQ rows,
@@ -632,20 +732,30 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 
     // S = Q K^T: [16, 64] per warp, plus p_j on saturated tiles: the accumulators start at the
     // column term (exact, in float32), so the bias costs no per-element instruction there.
+    // (The warpgroup computed-window kernel's first wgmma k-step overwrites s: no zeroing. The
+    // table kernel keeps the zeroing: with two forms of its Q K^T it ran 3% slower at L = 8192.)
     float s[kNTiles][4];
-    if (has_positions && tile.saturated) {
+    const bool column_terms_first = !kSaturatedComputed && has_positions && tile.saturated;
+    if (column_terms_first) {
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) {
         const float2 p = *reinterpret_cast<const float2*>(sPSaturated + t * 8 + quad * 2);
         s[t][0] = s[t][2] = p.x;
         s[t][1] = s[t][3] = p.y;
       }
-    } else {
+    } else if constexpr (!kSaturatedComputed) {
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
     }
-    if constexpr (Traits::kWgmma) {
-      WgmmaScores<Traits>(s, sQ, sK);
+    if constexpr (kSaturatedComputed) {
+      if (has_p2c && tile.saturated) {
+        WgmmaScoresWithColumnTerm<Traits>(s, sQ, sK, sSaturatedPositions + (tile.high ? 2 : 3) * D,
+                                          quad);
+      } else {
+        WgmmaScores<Traits>(s, sQ, sK);
+      }
+    } else if constexpr (Traits::kWgmma) {
+      WgmmaScores<Traits, true>(s, sQ, sK);
     } else if constexpr (Traits::kTf32) {
       AccumulateScoresTf32<Traits, kN>(s, sQ + warp * 16 * Traits::kRowStride, sK, lane);
     } else {

@@ -14,8 +14,10 @@ enum class AttentionWindows : uint8_t {
   // Tables [H, T, slots] made by two cuBLAS GEMMs before the kernel; saturated tiles read one
   // slot per row and column. Any head dim; needs AttentionWorkspaceBytes of scratch.
   kTables = 0,
-  // Every tile computes its windows from PosK/PosQ with MMAs: no GEMMs, no workspace, but every
-  // tile (saturated ones too) pays the window MMAs. Head dims 32 and 64 only.
+  // Band tiles compute their windows from PosK/PosQ with MMAs: no GEMMs, no workspace. The
+  // mma.sync kernels run saturated tiles as band tiles (window MMAs on every tile); the warpgroup
+  // one runs them as the table kernels do, its row and column terms computed. Head dims 32 and 64
+  // only (warpgroup: 64).
   kComputed = 1,
 };
 
@@ -23,10 +25,11 @@ enum class AttentionWindows : uint8_t {
 enum class AttentionMma : uint8_t {
   // mma.sync m16n8k16 per warp (sm_80 and later): every variant.
   kSync = 0,
-  // wgmma per warpgroup (sm_90a: H100 / H200): the table kernel at d = 64, where B operands are
-  // read from shared memory once per 64 rows instead of once per warp's 16
-  // (attention_wgmma_tiles.cuh). Needs a device of compute capability 9.0 and a build whose
-  // CUDA architectures include 90a (AttentionWgmmaRuns).
+  // wgmma per warpgroup (sm_90a: H100 / H200): the table and computed-window kernels at d = 64,
+  // where B operands are read from shared memory once per 64 rows instead of once per warp's 16
+  // (attention_wgmma_tiles.cuh), and windows or PosK / PosQ rows arrive by TMA. Needs a device
+  // of compute capability 9.0 and a build whose CUDA architectures include 90a
+  // (AttentionWgmmaRuns).
   kWarpgroup = 1,
 };
 
@@ -40,7 +43,8 @@ struct AttentionKernelConfig {
   // Resident CTAs per SM the register budget is capped for (__launch_bounds__): tables 2 (the
   // d = 64 kernel then takes 168 registers and three CTAs fit anyway; a cap of 3 spills);
   // computed windows 3 (168 registers, no spills) or, at d = 64, 2 (uncapped, ~210 registers,
-  // fewer reloads, one CTA per SM less). The float32 paths ignore it (the TF32 kernel runs
+  // fewer reloads, one CTA per SM less). The warpgroup kernels have one each: tables 2,
+  // computed windows 3 (165 registers). The float32 paths ignore it (the TF32 kernel runs
   // uncapped, one CTA per SM: AttentionTraits::kMinBlocksPerSmTf32).
   int min_blocks_per_sm = 2;
   // Groups of `warps` warps splitting a CTA's key tiles (computed windows only; the groups

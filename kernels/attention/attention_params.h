@@ -72,7 +72,9 @@ struct AttentionParams {
 };
 
 // The C2P / P2C tables as 2-D tensors [H * total_tokens rows, slot_stride] read in [64,
-// kSlotWindow] boxes, for the warpgroup kernel's TMA window copies (tma_sm90.h); unused elsewhere.
+// kSlotWindow] boxes, for the warpgroup table kernel's TMA window copies (tma_sm90.h), or, for the
+// warpgroup computed-window kernel, PosK / PosQ [pos_rows, H * d] read in [kComputedWindow, 64]
+// boxes, 128-byte swizzled; unused elsewhere.
 // A kernel parameter of its own (__grid_constant__: TMA reads it at its parameter address): taking
 // the address of AttentionParams instead cost the kernel 50 registers (ptxas), its fields no
 // longer being constant-bank operands.

@@ -9,14 +9,28 @@
 
 #include <cstdint>
 
+#include "kernels/attention/attention_params.h"
 #include "kernels/attention/mma_sm80.h"
 #include "kernels/attention/wgmma_sm90.h"
 
 namespace dflash::kernels {
 
-// s [64, 64] += Q K^T: A = Q [64, d], B = K [64 keys, d] (K-major), k-steps of 16 columns (32
-// bytes into each swizzled row). Waits for the result.
-template <typename Traits>
+// Q K^T over the k-steps of 16 columns (32 bytes into each swizzled row), issued: s = Q K^T
+// (kAccumulate false: s needs no initial value) or s += Q K^T.
+template <typename Traits, bool kAccumulate>
+__device__ __forceinline__ void IssueScores(float (&s)[8][4], uint64_t q_descriptor,
+                                            uint64_t k_descriptor) {
+  WgmmaSharedShared<typename Traits::Element, kAccumulate>(s, q_descriptor, k_descriptor);
+#pragma unroll
+  for (int kk = 1; kk < Traits::kHeadDim / 16; ++kk) {
+    WgmmaSharedShared<typename Traits::Element>(s, AdvanceDescriptor(q_descriptor, kk * 32),
+                                                AdvanceDescriptor(k_descriptor, kk * 32));
+  }
+}
+
+// s [64, 64] = Q K^T (kAccumulate: s += Q K^T): A = Q [64, d], B = K [64 keys, d] (K-major).
+// Waits for the result.
+template <typename Traits, bool kAccumulate = false>
 __device__ __forceinline__ void WgmmaScores(float (&s)[8][4], const typename Traits::Element* q,
                                             const typename Traits::Element* k) {
   static_assert(Traits::kHeadDim == 64 && Traits::kBlockN == 64, "one 64 x 64 tile");
@@ -24,10 +38,41 @@ __device__ __forceinline__ void WgmmaScores(float (&s)[8][4], const typename Tra
   const uint64_t k_descriptor = SwizzledTileDescriptor(SharedAddress(k));
   WgmmaFenceOperands(s);
   WgmmaFence();
+  IssueScores<Traits, kAccumulate>(s, q_descriptor, k_descriptor);
+  WgmmaCommit();
+  WgmmaWait<0>();
+  WgmmaFenceOperands(s);
+}
+
+// s [64, 64] = Q K^T + 1 p^T with p_j = K_j . pos (pos [d] in shared memory): the column term of
+// a saturated tile of the computed-window kernel, which has no P2C table to read p_j from, as
+// four more k-steps whose A has every row equal to pos (from registers: each thread's m16n8k16
+// A fragment holds pos[16 kk + 2 quad, +1] for both of its rows, and the same 8 columns on).
+// Exact products, float32 sums (the table kernels round p_j to the input type). Waits.
+template <typename Traits>
+__device__ __forceinline__ void WgmmaScoresWithColumnTerm(float (&s)[8][4],
+                                                          const typename Traits::Element* q,
+                                                          const typename Traits::Element* k,
+                                                          const typename Traits::Element* pos,
+                                                          int quad) {
+  static_assert(Traits::kHeadDim == 64 && Traits::kBlockN == 64, "one 64 x 64 tile");
+  uint32_t pos_fragments[Traits::kHeadDim / 16][4];
 #pragma unroll
   for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
-    WgmmaSharedShared<typename Traits::Element>(s, AdvanceDescriptor(q_descriptor, kk * 32),
-                                                AdvanceDescriptor(k_descriptor, kk * 32));
+    const uint32_t low = *reinterpret_cast<const uint32_t*>(pos + 16 * kk + 2 * quad);
+    const uint32_t high = *reinterpret_cast<const uint32_t*>(pos + 16 * kk + 8 + 2 * quad);
+    pos_fragments[kk][0] = pos_fragments[kk][1] = low;
+    pos_fragments[kk][2] = pos_fragments[kk][3] = high;
+  }
+  const uint64_t q_descriptor = SwizzledTileDescriptor(SharedAddress(q));
+  const uint64_t k_descriptor = SwizzledTileDescriptor(SharedAddress(k));
+  WgmmaFenceOperands(s);
+  WgmmaFence();
+  IssueScores<Traits, false>(s, q_descriptor, k_descriptor);
+#pragma unroll
+  for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
+    WgmmaRegisterShared<typename Traits::Element, true>(s, pos_fragments[kk],
+                                                        AdvanceDescriptor(k_descriptor, kk * 32));
   }
   WgmmaCommit();
   WgmmaWait<0>();
@@ -63,6 +108,44 @@ __device__ __forceinline__ void WgmmaValues(float (&o)[8][4], const float (&p)[8
   WgmmaCommit();
   WgmmaWait<0>();
   WgmmaFenceOperands(o);
+}
+
+// A computed bias window of the computed-window kernel: window [64, 64 h + n] = A [64, d] .
+// Pos[64 h + n]^T for halves h = 0 and, with `two_halves`, 1: A = Q (C2P_win) or K (P2C_win) and
+// Pos = the staged PosK / PosQ rows [kComputedWindow, d], all swizzled tiles. fp32 accumulation,
+// rounded once to the input type (as the table GEMM does), returned packed in the m16n8 C layout
+// of column tiles t (ComputeWindowRows' form): packed[t][0] = (row group, columns 8 t + 2 quad,
+// +1), packed[t][1] = row group + 8. Tiles of the second half are left unset without it.
+template <typename Traits>
+__device__ __forceinline__ void WgmmaWindow(uint32_t (&packed)[kComputedWindow / 8][2],
+                                            const typename Traits::Element* a,
+                                            const typename Traits::Element* pos, bool two_halves) {
+  static_assert(kComputedWindow == 2 * Traits::kBlockN, "two 64-slot halves");
+  using MmaOp = Mma<typename Traits::Element>;
+  const uint64_t a_descriptor = SwizzledTileDescriptor(SharedAddress(a));
+  const uint64_t pos_descriptor = SwizzledTileDescriptor(SharedAddress(pos));
+  constexpr uint32_t kHalfBytes = Traits::kBlockN * Traits::kRowStride * 2;
+  float acc[2][8][4];  // Written by the first k-step of each half (no zeroing).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) WgmmaFenceOperands(acc[h]);
+  WgmmaFence();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (h == 1 && !two_halves) break;  // Uniform across the warpgroup.
+    IssueScores<Traits, false>(acc[h], a_descriptor,
+                               AdvanceDescriptor(pos_descriptor, h * kHalfBytes));
+  }
+  WgmmaCommit();
+  WgmmaWait<0>();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    WgmmaFenceOperands(acc[h]);
+#pragma unroll
+    for (int t = 0; t < 8; ++t) {
+      packed[8 * h + t][0] = MmaOp::Pack(acc[h][t][0], acc[h][t][1]);
+      packed[8 * h + t][1] = MmaOp::Pack(acc[h][t][2], acc[h][t][3]);
+    }
+  }
 }
 
 }  // namespace dflash::kernels

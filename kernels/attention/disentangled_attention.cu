@@ -149,11 +149,12 @@ bool Valid(const AttentionProblem& p) {
 // windows ran 1.5x faster than tables at L = 128, 1.2x at 512 and 1.05x at 1024, and 1.15x slower
 // at 2048, where 43% of the tiles are saturated and read one table slot each.
 constexpr int kComputeWindowsMaxLength = 1024;
-// The same crossover against the warpgroup table kernel (AttentionMma::kWarpgroup, d = 64), whose
-// band tiles take their windows by TMA. H200, BF16, same shapes (dflash-bench-attention --mma=):
-// computed windows 0.130 / 0.236 ms at L = 128 / 256, the warpgroup table kernel 0.178 / 0.300;
-// at 512 0.410 against 0.385, at 1024 0.702 against 0.529.
-constexpr int kComputeWindowsMaxLengthBesideWarpgroup = 256;
+// The warpgroup kernels (AttentionMma::kWarpgroup, d = 64) have no such crossover: their computed
+// windows (PosK / PosQ rows by TMA, windows by wgmma, saturated tiles as in the table kernel with
+// computed row and column terms) beat their table kernel at every length. H200, BF16, same shapes,
+// same call (dflash-bench-attention --mma=wgmma --windows=computed|tables), ms: L = 128 0.084
+// against 0.179, 512 0.228 against 0.378, 2048 0.580 against 0.666, 8192 1.67 against 1.77,
+// 32768 12.05 against 12.6.
 
 // Whether the kernel can compute the C2P/P2C windows of its band tiles itself (from PosK / PosQ,
 // with MMAs: C2P_win [64, <=128] = Q_blk . PosK_win^T) instead of reading tables [H, T, slots]
@@ -207,8 +208,9 @@ int DefaultMinBlocks(int head_dim, AttentionWindows windows) {
 
 bool HasVariant(int head_dim, AttentionWindows windows, int min_blocks, AttentionMma mma) {
   if (mma == AttentionMma::kWarpgroup) {
-    return windows == AttentionWindows::kTables && head_dim == 64 && min_blocks == 2 &&
-           AttentionWgmmaRuns();
+    // The table kernel (2) and the computed-window kernel (3: 65 KB, three CTAs per SM) at d = 64.
+    const int warpgroup_min_blocks = windows == AttentionWindows::kTables ? 2 : 3;
+    return head_dim == 64 && min_blocks == warpgroup_min_blocks && AttentionWgmmaRuns();
   }
   switch (windows) {
     case AttentionWindows::kTables:
@@ -344,26 +346,47 @@ PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
   return encoder;
 }
 
-// The TMA description of a C2P / P2C table [rows = H * tokens, slot_stride] (16-bit elements)
-// read in [64 rows, kSlotWindow slots] boxes; columns and rows past its end read as zeros.
+// The TMA description of a 2-D tensor [rows, columns] of 16-bit elements (`row_elements` apart)
+// read in [box_rows, box_columns] boxes; elements past its extent read as zeros.
 template <typename Element>
-cudaError_t EncodeWindowMap(const Element* table, int64_t rows, int slot_stride, CUtensorMap* map) {
+cudaError_t EncodeMap2d(const Element* base, int64_t rows, int64_t columns, int64_t row_elements,
+                        int box_rows, int box_columns, CUtensorMapSwizzle swizzle,
+                        CUtensorMap* map) {
   const PFN_cuTensorMapEncodeTiled_v12000 encode = TensorMapEncoder();
   if (encode == nullptr) return cudaErrorNotSupported;
   // The kernel addresses rows with 32-bit TMA coordinates.
   if (rows > std::numeric_limits<int32_t>::max()) return cudaErrorInvalidValue;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(slot_stride), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(slot_stride) * sizeof(Element)};
-  const cuuint32_t box[2] = {kSlotWindow, 64};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(columns), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_elements) * sizeof(Element)};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_columns),
+                             static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult result =
       encode(map,
              std::is_same_v<Element, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-             2, const_cast<Element*>(table), dims, strides, box, element_strides,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+             2, const_cast<Element*>(base), dims, strides, box, element_strides,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+// A C2P / P2C table [rows = H * tokens, slot_stride] in [64 rows, kSlotWindow slots] boxes: the
+// warpgroup table kernel's band-tile windows.
+template <typename Element>
+cudaError_t EncodeWindowMap(const Element* table, int64_t rows, int slot_stride, CUtensorMap* map) {
+  return EncodeMap2d(table, rows, slot_stride, slot_stride, 64, kSlotWindow,
+                     CU_TENSOR_MAP_SWIZZLE_NONE, map);
+}
+
+// PosK / PosQ [pos_rows, H * d] in [kComputedWindow rows, 64 elements] boxes, 128-byte swizzled
+// (the wgmma tile layout): the warpgroup computed-window kernel's staged position rows (d = 64,
+// one head's row per box row).
+template <typename Element>
+cudaError_t EncodePositionMap(const Element* positions, const AttentionParams<Element>& params,
+                              int heads_times_dim, CUtensorMap* map) {
+  return EncodeMap2d(positions, params.pos_rows, heads_times_dim, params.pos_row_stride,
+                     kComputedWindow, 64, CU_TENSOR_MAP_SWIZZLE_128B, map);
 }
 
 // The tensors, layout and sizes of `p` as kernel parameters (position fields left empty).
@@ -486,6 +509,10 @@ cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int 
                    : LaunchTensorCore<64, Element, false, 2>(params, maps, m_blocks, sequences,
                                                              stream);
       }
+      if (config.mma == AttentionMma::kWarpgroup) {
+        return LaunchTensorCore<64, Element, true, 3, 1, true>(params, maps, m_blocks, sequences,
+                                                               stream);
+      }
       return config.min_blocks_per_sm == 2
                  ? LaunchTensorCore<64, Element, true, 2>(params, maps, m_blocks, sequences, stream)
                  : LaunchTensorCore<64, Element, true, 3>(params, maps, m_blocks, sequences,
@@ -556,7 +583,19 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
   AttentionWindowMaps maps{};
   // The TF32 kernel has no warpgroup variant (CheckAttentionConfig: the default config only).
   if constexpr (!std::is_same_v<Element, float>) {
-    if (config.mma == AttentionMma::kWarpgroup && !compute_windows && HasPositions(p)) {
+    if (config.mma == AttentionMma::kWarpgroup && compute_windows) {
+      const int heads_times_dim = p.num_heads * p.head_dim;
+      if (params.pos_key != nullptr) {
+        const cudaError_t error =
+            EncodePositionMap(params.pos_key, params, heads_times_dim, &maps.c2p);
+        if (error != cudaSuccess) return error;
+      }
+      if (params.pos_query != nullptr) {
+        const cudaError_t error =
+            EncodePositionMap(params.pos_query, params, heads_times_dim, &maps.p2c);
+        if (error != cudaSuccess) return error;
+      }
+    } else if (config.mma == AttentionMma::kWarpgroup && HasPositions(p)) {
       const int64_t rows = static_cast<int64_t>(p.num_heads) * params.total_tokens;
       if (params.c2p != nullptr) {
         const cudaError_t error = EncodeWindowMap(params.c2p, rows, params.slot_stride, &maps.c2p);
@@ -636,19 +675,20 @@ bool AttentionWgmmaRuns() {
 
 AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem) {
   AttentionKernelConfig config;
-  // The warpgroup table kernel where it runs (d = 64, half types, H100 / H200): it moves the
-  // crossover with computed windows down to 256 tokens (AttentionLaunchConfig keeps computed
-  // windows for grids that leave SMs idle).
+  // The warpgroup kernels where they run (d = 64, half types, H100 / H200): computed windows at
+  // every length they can be computed, else tables (AttentionLaunchConfig runs the mma.sync
+  // computed-window kernels and their key groups for grids that leave SMs idle).
   const bool warpgroup =
       problem.dtype != DataType::kFloat32 && problem.head_dim == 64 && AttentionWgmmaRuns();
-  const int computed_up_to =
-      warpgroup ? kComputeWindowsMaxLengthBesideWarpgroup : kComputeWindowsMaxLength;
-  if (CanComputeWindows(problem) && LongestSequence(problem) <= computed_up_to) {
+  if (CanComputeWindows(problem) &&
+      (warpgroup || LongestSequence(problem) <= kComputeWindowsMaxLength)) {
     config.windows = AttentionWindows::kComputed;
   }
-  config.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, config.windows);
-  if (warpgroup && config.windows == AttentionWindows::kTables) {
+  if (warpgroup) {
     config.mma = AttentionMma::kWarpgroup;
+    config.min_blocks_per_sm = config.windows == AttentionWindows::kTables ? 2 : 3;
+  } else {
+    config.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, config.windows);
   }
   return config;
 }
@@ -700,8 +740,10 @@ cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
   if (config.windows == AttentionWindows::kComputed && !CanComputeWindows(problem)) {
     return cudaErrorInvalidValue;
   }
+  // Pinned key groups are mma.sync kernels (the two-group and short ones).
   if (config.key_groups < 0 || config.key_groups == 3 || config.key_groups > 4 ||
-      (config.key_groups >= 2 && config.windows != AttentionWindows::kComputed)) {
+      (config.key_groups >= 2 &&
+       (config.windows != AttentionWindows::kComputed || config.mma == AttentionMma::kWarpgroup))) {
     return cudaErrorInvalidValue;
   }
   if (config.key_groups == 4 && !CanRunShort(problem)) return cudaErrorInvalidValue;
@@ -727,11 +769,15 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
       }
     }
   }
-  // The warpgroup table kernel, where this device and build run it.
-  AttentionKernelConfig warpgroup;
-  warpgroup.mma = AttentionMma::kWarpgroup;
-  if (warpgroup != heuristic && CheckAttentionConfig(problem, warpgroup) == cudaSuccess) {
-    candidates.push_back(warpgroup);
+  // The warpgroup kernels (tables; computed windows), where this device and build run them.
+  for (AttentionWindows windows : {AttentionWindows::kTables, AttentionWindows::kComputed}) {
+    AttentionKernelConfig warpgroup;
+    warpgroup.mma = AttentionMma::kWarpgroup;
+    warpgroup.windows = windows;
+    warpgroup.min_blocks_per_sm = windows == AttentionWindows::kTables ? 2 : 3;
+    if (warpgroup != heuristic && CheckAttentionConfig(problem, warpgroup) == cudaSuccess) {
+      candidates.push_back(warpgroup);
+    }
   }
   // No pinned key groups: a tuner's workload family spans batch sizes, and the launch's choice
   // (key_groups 0) takes the short kernel or two groups only for grids that leave SMs idle (pinned,

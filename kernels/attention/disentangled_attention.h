@@ -93,10 +93,11 @@ struct AttentionProblem {
 
 // The built-in choice, what runs when problem.config is null: computed windows for d <= 64 and
 // sequences <= 1024 (kComputeWindowsMaxLength: the crossover measured on the H200), tables
-// otherwise; 64 x 64 tiles, 4 warps, the default register caps. Where the warpgroup kernel runs
+// otherwise; 64 x 64 tiles, 4 warps, the default register caps. Where the warpgroup kernels run
 // (AttentionWgmmaRuns: an H100 / H200 and a build with sm_90a) half-precision d = 64 problems
-// take it, with tables, past 256 tokens instead (and AttentionLaunchConfig adapts it to small
-// grids). The float32 paths (strict, TF32) have a single variant: the default-constructed config.
+// take them instead: computed windows at any length where they apply, else tables (and
+// AttentionLaunchConfig adapts them to small grids). The float32 paths (strict, TF32) have a
+// single variant: the default-constructed config.
 AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem);
 
 // What a launch adapts to on the current device.
@@ -123,10 +124,10 @@ int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelCon
                        const AttentionDeviceLimits& limits);
 
 // The variant a launch of `config` (checked by CheckAttentionConfig) runs on a device with
-// `limits`: `config` itself, except that the warpgroup table kernel on a grid of 64-row blocks x
-// heads x sequences that does not fill the SMs (one short sequence) runs computed windows instead
-// when they apply (d = 64, sequences <= 1024), whose key groups cut such a grid's latency and
-// which need no table GEMMs: no workload family (tuned on full batches) measures that case.
+// `limits`: `config` itself, except that a warpgroup kernel on a grid of 64-row blocks x heads x
+// sequences that does not fill the SMs (one short sequence) runs the mma.sync computed-window
+// kernels instead when they apply (d = 64, sequences <= 1024), whose key groups cut such a grid's
+// latency: no workload family (tuned on full batches) measures that case.
 AttentionKernelConfig AttentionLaunchConfig(const AttentionProblem& problem,
                                             const AttentionKernelConfig& config,
                                             const AttentionDeviceLimits& limits);

@@ -195,8 +195,8 @@ TEST(TuningProfileTest, ErrorsNameFileLineAndKey) {
        "{windows: tables, min_blocks_per_sm: 2, mma: tensor}",
        "p.yaml:15: entries[1].config.mma: expected sync or wgmma, got 'tensor'"},
       {"{windows: tables, min_blocks_per_sm: 2}",
-       "{windows: computed, min_blocks_per_sm: 3, mma: wgmma}",
-       "p.yaml:15: entries[1].config.mma: wgmma needs windows: tables"},
+       "{windows: computed, min_blocks_per_sm: 3, key_groups: 2, mma: wgmma}",
+       "p.yaml:15: entries[1].config.mma: wgmma runs one warpgroup per CTA, not key_groups: 2"},
       {"name: h200-test", "name: [h200", "p.yaml:"},
   };
   for (const Bad& bad : cases) {
@@ -275,6 +275,14 @@ TEST(TuningProfileTest, SaveWritesWhatLoadReads) {
   absl::StatusOr<TuningProfile> warpgroup = LoadTuningProfile(dir.path() / "p.yaml");
   ASSERT_TRUE(warpgroup.ok()) << warpgroup.status();
   EXPECT_EQ(warpgroup->entries[0].config.mma, kernels::AttentionMma::kWarpgroup);
+  // The warpgroup computed-window kernel likewise.
+  loaded->entries[0].config.windows = kernels::AttentionWindows::kComputed;
+  loaded->entries[0].config.min_blocks_per_sm = 3;
+  EXPECT_EQ(ConfigLabel(loaded->entries[0].config), "computed/3/wgmma");
+  ASSERT_TRUE(SaveTuningProfile(*loaded, "header", dir.path() / "p.yaml").ok());
+  absl::StatusOr<TuningProfile> warpgroup_computed = LoadTuningProfile(dir.path() / "p.yaml");
+  ASSERT_TRUE(warpgroup_computed.ok()) << warpgroup_computed.status();
+  EXPECT_EQ(warpgroup_computed->entries[0].config, loaded->entries[0].config);
 }
 
 TEST(ProfileMatchTest, ExactThenSameMajorToolkitElseNone) {
@@ -352,13 +360,25 @@ class TunerTest : public testing::Test {
   RelativePositionIndex index_;
 };
 
+// kProfile's entries: computed windows (mma.sync, 3 CTAs per SM) at L2048, tables at L512.
+AttentionKernelConfig ProfileEntryL2048() {
+  AttentionKernelConfig config;
+  config.windows = AttentionWindows::kComputed;
+  config.min_blocks_per_sm = 3;
+  return config;
+}
+AttentionKernelConfig ProfileEntryL512() { return AttentionKernelConfig{}; }
+
 TEST_F(TunerTest, HeuristicModeIgnoresProfiles) {
   auto tuner = Make(TuningMode::kHeuristic, "auto");
   ASSERT_TRUE(tuner.ok()) << tuner.status();
-  // The profile says computed windows at L2048; the heuristic uses tables there (computed windows
-  // to 1024 tokens, to 256 where the warpgroup kernel runs).
-  EXPECT_EQ(Select(**tuner, 2048)->windows, AttentionWindows::kTables);
-  EXPECT_EQ(Select(**tuner, 256)->windows, AttentionWindows::kComputed);
+  // The built-in choice (this machine's: the warpgroup kernels where they run), which differs
+  // from both entries: tables at 2048 and computed windows at 300 without the warpgroup kernels,
+  // their computed-window kernel at both with them.
+  EXPECT_EQ(*Select(**tuner, 2048), kernels::HeuristicAttentionConfig(Problem(index_, 2048)));
+  EXPECT_NE(*Select(**tuner, 2048), ProfileEntryL2048());
+  EXPECT_EQ(*Select(**tuner, 300), kernels::HeuristicAttentionConfig(Problem(index_, 300)));
+  EXPECT_NE(*Select(**tuner, 300), ProfileEntryL512());
   EXPECT_EQ((*tuner)->Describe(), "heuristic");
   EXPECT_EQ((*tuner)->profile(), nullptr);
 }
@@ -367,13 +387,16 @@ TEST_F(TunerTest, ProfileModeUsesEntriesAndFallsBackToTheHeuristic) {
   auto tuner = Make(TuningMode::kProfile, "auto");
   ASSERT_TRUE(tuner.ok()) << tuner.status();
   EXPECT_EQ((*tuner)->Describe(), "h200-test (profile)");
-  EXPECT_EQ(Select(**tuner, 2048)->windows, AttentionWindows::kComputed);  // Entry L2048.
-  EXPECT_EQ(Select(**tuner, 1025)->windows, AttentionWindows::kComputed);  // Same bucket.
-  EXPECT_EQ(Select(**tuner, 300)->windows, AttentionWindows::kTables);     // Entry L512.
-  EXPECT_EQ(Select(**tuner, 4096)->windows, AttentionWindows::kTables);    // Miss: heuristic.
-  EXPECT_EQ(Select(**tuner, 100)->windows, AttentionWindows::kComputed);   // Miss: heuristic.
+  EXPECT_EQ(*Select(**tuner, 2048), ProfileEntryL2048());  // Entry L2048.
+  EXPECT_EQ(*Select(**tuner, 1025), ProfileEntryL2048());  // Same bucket.
+  EXPECT_EQ(*Select(**tuner, 300), ProfileEntryL512());    // Entry L512.
+  for (int length : {4096, 100}) {                         // Misses: the heuristic.
+    EXPECT_EQ(*Select(**tuner, length), kernels::HeuristicAttentionConfig(Problem(index_, length)))
+        << length;
+  }
   // fp16 has no entries: the heuristic.
-  EXPECT_EQ(Select(**tuner, 2048, DataType::kFloat16)->windows, AttentionWindows::kTables);
+  EXPECT_EQ(*Select(**tuner, 2048, DataType::kFloat16),
+            kernels::HeuristicAttentionConfig(Problem(index_, 2048, DataType::kFloat16)));
 
   // Another GPU: no profile, the heuristic, and Describe says why.
   DeviceDescription other = H200();
@@ -384,7 +407,7 @@ TEST_F(TunerTest, ProfileModeUsesEntriesAndFallsBackToTheHeuristic) {
   ASSERT_TRUE(tuner.ok()) << tuner.status();
   EXPECT_THAT((*tuner)->Describe(),
               HasSubstr("heuristic (no profile for NVIDIA GeForce RTX 4090 sm_89 CUDA 13.0"));
-  EXPECT_EQ(Select(**tuner, 2048)->windows, AttentionWindows::kTables);
+  EXPECT_EQ(*Select(**tuner, 2048), kernels::HeuristicAttentionConfig(Problem(index_, 2048)));
   tuner = Make(TuningMode::kProfile, "none");
   ASSERT_TRUE(tuner.ok());
   EXPECT_EQ((*tuner)->Describe(), "heuristic (profile: none)");

@@ -528,8 +528,8 @@ TEST_P(VariantTest, EveryCandidateMatchesFloat64) {
     const std::vector<kernels::AttentionKernelConfig> candidates =
         kernels::AttentionCandidateConfigs(device.Problem());
     // d <= 64 has both window modes (and d = 64 two register caps for computed windows, and the
-    // warpgroup table kernel on an H100 / H200).
-    const size_t warpgroup = c.head_dim == 64 && kernels::AttentionWgmmaRuns() ? 1 : 0;
+    // warpgroup table and computed-window kernels on an H100 / H200).
+    const size_t warpgroup = c.head_dim == 64 && kernels::AttentionWgmmaRuns() ? 2 : 0;
     EXPECT_EQ(candidates.size(), c.head_dim == 64 ? 3u + warpgroup : c.head_dim == 32 ? 2u : 1u);
     for (const kernels::AttentionKernelConfig& config : candidates) {
       SCOPED_TRACE(ConfigName(config));
@@ -561,22 +561,20 @@ TEST(AttentionTest, LongSequencesMatchStrictFloat32Path) {
       std::vector<float> out;
       std::vector<float> lse;
       ASSERT_NO_FATAL_FAILURE(device.Run(device.Problem(), &out, &lse));
-      // The table-free variants (profiles may pick them at any length) and the other instruction
-      // set of the table kernel (the warpgroup one where it runs) on the same inputs.
-      std::vector<kernels::AttentionKernelConfig> variants(2);
-      variants[0].windows = kernels::AttentionWindows::kComputed;
-      variants[0].min_blocks_per_sm = 3;
-      variants[1].windows = kernels::AttentionWindows::kComputed;
-      variants[1].min_blocks_per_sm = 2;
-      if (kernels::AttentionWgmmaRuns()) {
-        kernels::AttentionKernelConfig other = kernels::HeuristicAttentionConfig(device.Problem());
-        other.mma = other.mma == kernels::AttentionMma::kSync ? kernels::AttentionMma::kWarpgroup
-                                                              : kernels::AttentionMma::kSync;
-        variants.push_back(other);
-      }
+      // Every other variant a profile may pick (AttentionCandidateConfigs after the heuristic's:
+      // both window modes, and both instruction sets where the warpgroup one runs) on the same
+      // inputs.
+      const std::vector<kernels::AttentionKernelConfig> candidates =
+          kernels::AttentionCandidateConfigs(device.Problem());
+      const std::vector<kernels::AttentionKernelConfig> variants(candidates.begin() + 1,
+                                                                 candidates.end());
       std::vector<std::vector<float>> variant_out(variants.size());
       for (size_t i = 0; i < variants.size(); ++i) {
-        if (length > 8192 && i < 2) continue;  // The table-free variants stop at 8192 here.
+        // The mma.sync table-free variants stop at 8192 here (the slowest).
+        if (length > 8192 && variants[i].windows == kernels::AttentionWindows::kComputed &&
+            variants[i].mma == kernels::AttentionMma::kSync) {
+          continue;
+        }
         kernels::AttentionProblem problem = device.Problem();
         problem.config = &variants[i];
         std::vector<float> variant_lse;
@@ -654,6 +652,8 @@ TEST(AttentionTest, Tf32LongSequencesMatchStrictFloat32Path) {
     if (!Tf32KernelRuns(tf32)) GTEST_SKIP() << "the TF32 kernel does not fit this GPU";
     kernels::AttentionProblem as_bf16 = tf32;
     as_bf16.dtype = DataType::kBFloat16;
+    const kernels::AttentionKernelConfig tables;  // The half types' table kernel.
+    as_bf16.config = &tables;
     // float32 tables: twice the bytes of 16-bit ones (each table rounded up to 256 bytes).
     EXPECT_NEAR(static_cast<double>(kernels::AttentionWorkspaceBytes(tf32)),
                 2.0 * static_cast<double>(kernels::AttentionWorkspaceBytes(as_bf16)), 2 * 256.0);
@@ -797,6 +797,10 @@ kernels::AttentionProblem HostOnlyProblem(const RelativePositionIndex& index) {
   problem.scale = 0.1f;
   problem.positions = {index.table().data(), index.table().data(), index.band(), index.span(),
                        index.settled()};
+  // Tables (mma.sync): a problem that passes validation fails at the table GEMM's missing cuBLAS
+  // handle, before any kernel could touch these host-only pointers.
+  static const kernels::AttentionKernelConfig kTables;
+  problem.config = &kTables;
   return problem;
 }
 
@@ -877,17 +881,19 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
   auto table = [](size_t stride) {
     return ((12u * 1000 * stride + kernels::kTableSlack) * 2 + 255) / 256 * 256;
   };
-  // Up to L = 1024 the kernel computes its C2P/P2C windows from PosK/PosQ and needs no tables
-  // (d <= 64; where the warpgroup table kernel runs, up to L = 256).
+  // Up to L = 1024 the built-in choice computes its C2P/P2C windows from PosK/PosQ and needs no
+  // tables (d <= 64; where the warpgroup kernels run, at every length).
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
-  problem.max_seqlen = 512;  // The warpgroup kernel takes tables from 257 tokens on.
+  problem.max_seqlen = 2048;
   if (kernels::AttentionWgmmaRuns()) {
-    EXPECT_GT(kernels::AttentionWorkspaceBytes(problem), 0u);
-  } else {
     EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+  } else {
+    EXPECT_GT(kernels::AttentionWorkspaceBytes(problem), 0u);
   }
-  // L = 128 at d = 128 uses tables: slots idx(-127) .. idx(127) = 129 .. 383, 255 slots widened
-  // to 256.
+  // The table kernel's sizes. L = 128 at d = 128 (tables only): slots idx(-127) .. idx(127) =
+  // 129 .. 383, 255 slots widened to 256.
+  const kernels::AttentionKernelConfig tables;
+  problem.config = &tables;
   problem.max_seqlen = 128;
   problem.head_dim = 128;
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 2 * table(256));
@@ -896,6 +902,7 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 2 * table(512));
   problem.pos_query = nullptr;
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), table(512));
+  problem.config = nullptr;
   problem.dtype = DataType::kFloat32;  // The strict path needs no tables.
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
 }
@@ -903,28 +910,34 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
 TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   const RelativePositionIndex index(V3Positions(true));
   // Today's built-in choice: computed windows up to L = 1024 (3 CTAs per SM), tables above; where
-  // the warpgroup table kernel runs (an H100 / H200), computed windows up to 256, then it.
+  // the warpgroup kernels run (an H100 / H200), their computed windows at every length.
   const bool warpgroup = kernels::AttentionWgmmaRuns();
-  const kernels::AttentionMma table_mma =
+  const kernels::AttentionMma mma =
       warpgroup ? kernels::AttentionMma::kWarpgroup : kernels::AttentionMma::kSync;
-  kernels::AttentionProblem problem = SizingProblem(index, warpgroup ? 256 : 1024, 16384);
+  kernels::AttentionProblem problem = SizingProblem(index, 1024, 16384);
   using kernels::AttentionWindows;
   kernels::AttentionKernelConfig heuristic = kernels::HeuristicAttentionConfig(problem);
   EXPECT_EQ(heuristic.windows, AttentionWindows::kComputed);
   EXPECT_EQ(heuristic.min_blocks_per_sm, 3);
-  EXPECT_EQ(heuristic.mma, kernels::AttentionMma::kSync);
-  problem.max_seqlen = warpgroup ? 257 : 1025;
+  EXPECT_EQ(heuristic.mma, mma);
+  problem.max_seqlen = 1025;
+  heuristic = kernels::HeuristicAttentionConfig(problem);
+  EXPECT_EQ(heuristic.windows, warpgroup ? AttentionWindows::kComputed : AttentionWindows::kTables);
+  EXPECT_EQ(heuristic.min_blocks_per_sm, warpgroup ? 3 : 2);
+  EXPECT_EQ(heuristic.mma, mma);
+  problem.pos_key = problem.pos_query = nullptr;  // Plain attention: tables (none to make).
   heuristic = kernels::HeuristicAttentionConfig(problem);
   EXPECT_EQ(heuristic.windows, AttentionWindows::kTables);
   EXPECT_EQ(heuristic.min_blocks_per_sm, 2);
-  EXPECT_EQ(heuristic.mma, table_mma);
-  problem.max_seqlen = 1025;
+  EXPECT_EQ(heuristic.mma, mma);
+  problem = SizingProblem(index, 1025, 16384);
   heuristic = kernels::HeuristicAttentionConfig(problem);
   // The heuristic's first, then the other window mode and the d = 64 register cap, and, on an
-  // H100 / H200 with the sm_90a image, the table kernel's other instruction set.
+  // H100 / H200 with the sm_90a image, the other instruction set's table and computed-window
+  // kernels.
   const std::vector<kernels::AttentionKernelConfig> candidates =
       kernels::AttentionCandidateConfigs(problem);
-  ASSERT_EQ(candidates.size(), warpgroup ? 4u : 3u);
+  ASSERT_EQ(candidates.size(), warpgroup ? 5u : 3u);
   EXPECT_EQ(candidates[0], heuristic);
   for (const kernels::AttentionKernelConfig& config : candidates) {
     EXPECT_EQ(kernels::CheckAttentionConfig(problem, config), cudaSuccess) << ConfigName(config);
@@ -933,6 +946,8 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   kernels::AttentionKernelConfig computed;
   computed.windows = AttentionWindows::kComputed;
   computed.min_blocks_per_sm = 3;
+  const kernels::AttentionKernelConfig tables;
+  problem.config = &tables;
   EXPECT_GT(kernels::AttentionWorkspaceBytes(problem), 0u);
   EXPECT_EQ(kernels::AttentionMaxWorkspaceBytes(problem),
             kernels::AttentionWorkspaceBytes(problem));
@@ -998,8 +1013,8 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
 }
 
-// The warpgroup table kernel (AttentionMma::kWarpgroup): tables, d = 64, half types, and only
-// where it runs (an H100 / H200 and a build with sm_90a; never on the CI machine).
+// The warpgroup kernels (AttentionMma::kWarpgroup): tables or computed windows, d = 64, half
+// types, and only where they run (an H100 / H200 and a build with sm_90a; never on the CI machine).
 TEST(AttentionConfigTest, WarpgroupKernelOnlyWhereItRuns) {
   const RelativePositionIndex index(V3Positions(true));
   kernels::AttentionProblem problem = SizingProblem(index, 2048, 4096);
@@ -1012,9 +1027,18 @@ TEST(AttentionConfigTest, WarpgroupKernelOnlyWhereItRuns) {
       kernels::AttentionCandidateConfigs(problem);
   EXPECT_EQ(std::count(candidates.begin(), candidates.end(), warpgroup),
             kernels::AttentionWgmmaRuns() ? 1 : 0);
-  kernels::AttentionKernelConfig bad = warpgroup;
-  bad.windows = kernels::AttentionWindows::kComputed;
-  bad.min_blocks_per_sm = 3;
+  // The warpgroup computed-window kernel: one register cap (three CTAs per SM), no key groups.
+  kernels::AttentionKernelConfig computed = warpgroup;
+  computed.windows = kernels::AttentionWindows::kComputed;
+  computed.min_blocks_per_sm = 3;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), where_it_runs);
+  EXPECT_EQ(std::count(candidates.begin(), candidates.end(), computed),
+            kernels::AttentionWgmmaRuns() ? 1 : 0);
+  kernels::AttentionKernelConfig bad = computed;
+  bad.min_blocks_per_sm = 2;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
+  bad = computed;
+  bad.key_groups = 2;
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
   bad = warpgroup;
   bad.min_blocks_per_sm = 3;
@@ -1025,6 +1049,7 @@ TEST(AttentionConfigTest, WarpgroupKernelOnlyWhereItRuns) {
   for (int head_dim : {32, 128}) {
     problem.head_dim = head_dim;
     EXPECT_EQ(kernels::CheckAttentionConfig(problem, warpgroup), cudaErrorInvalidValue);
+    EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaErrorInvalidValue);
     EXPECT_EQ(kernels::HeuristicAttentionConfig(problem).mma, kernels::AttentionMma::kSync);
   }
   problem.head_dim = 64;
@@ -1035,8 +1060,9 @@ TEST(AttentionConfigTest, WarpgroupKernelOnlyWhereItRuns) {
   EXPECT_STREQ(kernels::AttentionMmaName(kernels::AttentionMma::kSync), "sync");
 }
 
-// The launch adapts a warpgroup table config to the grid: one short sequence whose 64-row blocks x
-// heads leave SMs idle runs computed windows (and their key groups) instead, up to 1024 tokens;
+// The launch adapts a warpgroup config (tables or computed windows) to the grid: one short sequence
+// whose 64-row blocks x heads leave SMs idle runs the mma.sync computed-window kernels (and their
+// key groups) instead, up to 1024 tokens;
 // full grids, longer sequences and every other config run as given. Host-only: limits are given.
 TEST(AttentionConfigTest, LaunchKeepsComputedWindowsForGridsThatLeaveSmsIdle) {
   const RelativePositionIndex index(V3Positions(true));
@@ -1057,6 +1083,14 @@ TEST(AttentionConfigTest, LaunchKeepsComputedWindowsForGridsThatLeaveSmsIdle) {
   problem.max_seqlen = 700;
   problem.num_sequences = 2;  // 264 blocks.
   EXPECT_EQ(kernels::AttentionLaunchConfig(problem, warpgroup, h200), warpgroup);
+  problem.num_sequences = 1;
+  // The warpgroup computed-window kernel (no key groups) likewise.
+  kernels::AttentionKernelConfig warpgroup_computed = warpgroup;
+  warpgroup_computed.windows = kernels::AttentionWindows::kComputed;
+  warpgroup_computed.min_blocks_per_sm = 3;
+  EXPECT_EQ(kernels::AttentionLaunchConfig(problem, warpgroup_computed, h200), launched);
+  problem.num_sequences = 2;
+  EXPECT_EQ(kernels::AttentionLaunchConfig(problem, warpgroup_computed, h200), warpgroup_computed);
   problem.num_sequences = 1;
   kernels::AttentionKernelConfig tables;  // mma.sync tables: as given.
   EXPECT_EQ(kernels::AttentionLaunchConfig(problem, tables, h200), tables);
