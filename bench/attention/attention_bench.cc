@@ -182,12 +182,9 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, const Pre
     pinned.windows = windows == "tables" ? AttentionWindows::kTables : AttentionWindows::kComputed;
   }
   if (!mma.empty() || !windows.empty()) {
-    // Each pinned kernel's default register cap: the warpgroup table kernel and the mma.sync
-    // computed-window one differ from the rest.
-    const bool tables = pinned.windows == AttentionWindows::kTables;
-    pinned.min_blocks_per_sm = pinned.mma == AttentionMma::kWarpgroup ? (tables ? 2 : 3)
-                               : tables                               ? 2
-                                                                      : 3;
+    // The pinned kernel's default register cap (either instruction set): tables 2, computed
+    // windows 3.
+    pinned.min_blocks_per_sm = pinned.windows == AttentionWindows::kTables ? 2 : 3;
     if (pinned.mma == AttentionMma::kWarpgroup) pinned.key_groups = 0;
     p.config = &pinned;
   }

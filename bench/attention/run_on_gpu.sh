@@ -37,7 +37,7 @@ fi
 echo "== compute-sanitizer (memcheck, racecheck) on small cases"
 for tool in memcheck racecheck; do
   compute-sanitizer --tool "$tool" --error-exitcode 9 .carry/bin/disentangled_attention_test \
-    --gtest_filter='AttentionTest.SingleSequencesAndLengthOne:AttentionTest.PaddedLayoutEqualsPackedOnValidRows:AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/fp16_d32_p2c:AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/fp16_d128_c2p:HeadDims/Tf32Test.PackedMixedLengthsMatchFloat64/d64_p2c' \
+    --gtest_filter='AttentionTest.SingleSequencesAndLengthOne:AttentionTest.PaddedLayoutEqualsPackedOnValidRows:AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/fp16_d32_p2c:AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/fp16_d128_c2p:HeadDims/Tf32Test.PackedMixedLengthsMatchFloat64/d64_p2c:AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/bf16_d64_c2p_p2c' \
     > "$out/sanitizer_$tool.log" 2>&1
   echo "$tool exit $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"
 done

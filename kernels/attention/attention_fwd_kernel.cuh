@@ -117,6 +117,9 @@ struct AttentionTraits {
   static_assert(!kWgmma || (kQBytes % 128 == 0 && kTileElements * sizeof(Element) % 128 == 0 &&
                             kBiasRegionElements * sizeof(Element) % 128 == 0),
                 "TMA windows start 128-byte aligned");
+  static_assert(!kWgmma || (kTileElements * sizeof(Element) % 1024 == 0 &&
+                            kBiasRegionElements * sizeof(Element) % 1024 == 0),
+                "staged PosK / PosQ rows (swizzled wgmma operands) start 1024-byte aligned");
 };
 
 // This thread's index in its group of kKeyGroups (DisentangledAttentionKernel), read from
@@ -128,8 +131,7 @@ __device__ __forceinline__ int ThreadInGroup() {
 }
 
 // Copies source rows first_row .. first_row + rows - 1 (row stride `row_stride`) into rows 0 ..
-// rows - 1 of a padded shared tile (dense and swizzled for wgmma), 16-byte chunks first_chunk,
-// first_chunk + chunk_step, ...;
+// rows - 1 of a padded shared tile, 16-byte chunks first_chunk, first_chunk + chunk_step, ...;
 // rows at or past `valid_rows` are zero. Rolled, each copy splitting its chunk index into row and
 // column: the fewest registers, for kernels at their register cap.
 template <typename Traits>
@@ -141,14 +143,10 @@ __device__ __forceinline__ void CopyRowsByChunks(typename Traits::Element* tile,
   for (int chunk = first_chunk; chunk < rows * Traits::kChunksPerRow; chunk += chunk_step) {
     const int row = chunk / Traits::kChunksPerRow;
     const int column = (chunk % Traits::kChunksPerRow) * Traits::kChunkElements;
-    // wgmma's 128-byte swizzle (dense rows): chunk c of row r at c ^ (r % 8).
-    const int stored_column =
-        Traits::kWgmma ? ((chunk % Traits::kChunksPerRow) ^ (row % 8)) * Traits::kChunkElements
-                       : column;
     const bool valid = first_row + row < valid_rows;
     const typename Traits::Element* source =
         valid ? base + static_cast<int64_t>(first_row + row) * row_stride + column : base;
-    CpAsync16(tile + row * Traits::kRowStride + stored_column, source, valid ? 16 : 0);
+    CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
   }
 }
 
@@ -228,7 +226,9 @@ __device__ __forceinline__ void LoadPositionWindow(typename Traits::Element* til
                                                    const typename Traits::Element* base,
                                                    int64_t row_stride, int first_slot, int rows,
                                                    int slots) {
-  // Rolled: it runs while a tile's scores are live, where registers are scarce.
+  // Rolled: it runs while a tile's scores are live, where registers are scarce. (The warpgroup
+  // kernel stages these rows by TMA, swizzled.)
+  static_assert(!Traits::kWgmma, "padded rows: the mma.sync kernels");
   CopyRowsByChunks<Traits>(tile, base, row_stride, first_slot, rows, slots,
                            ThreadInGroup<Traits, kKeyGroups>(), Traits::kThreads);
 }
@@ -346,10 +346,10 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
   }
 }
 
-// kComputeWindows: no C2P/P2C tables; every tile is treated as a band tile whose windows are
-// computed from PosK / PosQ (params.pos_key / pos_query) with MMAs: C2P_win [64, span] = Q_blk
-// [64, d] . PosK[w0 .. w0 + span - 1]^T and P2C_win [64, span] = K_blk [64, d] . PosQ[w0 ..]^T,
-// span <= kComputedWindow.
+// kComputeWindows: no C2P/P2C tables; band tiles (every tile in the mma.sync kernels) compute
+// their windows from PosK / PosQ (params.pos_key / pos_query) with MMAs: C2P_win [64, span] =
+// Q_blk [64, d] . PosK[w0 .. w0 + span - 1]^T and P2C_win [64, span] = K_blk [64, d] . PosQ[w0
+// ..]^T, span <= kComputedWindow.
 // kMinBlocks: the resident CTAs per SM the register budget is capped for (AttentionKernelConfig::
 // min_blocks_per_sm; the Traits' kMinBlocksPerSm* are the defaults the heuristic picks).
 // kKeyGroups: groups of kWarps warps that split the key tiles of the CTA's 64 query rows
@@ -468,10 +468,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   constexpr bool kTmaWindows = Traits::kWgmma;
   uint32_t window_phase = 0;
   if (kTmaWindows && threadIdx.x == 0) MbarrierInit(window_barrier);
-  // kBothWindows (the table kernels): with one position term, the other's window holds zeros,
-  // never written, and band tiles add both windows without testing which terms exist per
-  // element (each test a predicate on every element's shared load). The register-capped
-  // computed-window kernels keep the tests: without them ptxas spilled at d = 64.
+  // kBothWindows (the table kernels and the warpgroup computed-window one): with one position
+  // term, the other's window holds zeros, never written, and band tiles add both windows without
+  // testing which terms exist per element (each test a predicate on every element's shared
+  // load). The register-capped mma.sync computed-window kernels keep the tests: without them
+  // ptxas spilled at d = 64.
   constexpr bool kBothWindows = !kComputeWindows || Traits::kWgmma;
   if (kBothWindows && has_positions && !(has_c2p && has_p2c)) {
     Element* absent = has_c2p ? sP2C : sC2P;

@@ -140,7 +140,14 @@ bool Valid(const AttentionProblem& p) {
     return false;
   }
   if (p.dtype != DataType::kFloat32 && !FitsTileKernel(p)) return false;
-  if (HasPositions(p) && !p.positions.settled) return false;
+  if (HasPositions(p)) {
+    const RelativePositionTable& table = p.positions;
+    if (!table.settled || table.span < 1 || table.band < 0) return false;
+    // Every slot names a PosK / PosQ row: the kernels read rows idx(delta) without a bound.
+    for (int64_t entry = 0; entry <= 2 * table.band; ++entry) {
+      if (table.host[entry] < 0 || table.host[entry] >= 2 * table.span) return false;
+    }
+  }
   return true;
 }
 
@@ -160,12 +167,18 @@ constexpr int kComputeWindowsMaxLength = 1024;
 // with MMAs: C2P_win [64, <=128] = Q_blk . PosK_win^T) instead of reading tables [H, T, slots]
 // made by two GEMMs. Worth it for short sequences, where nearly every tile is a band tile and the
 // tables, written and read once each, cost more DRAM traffic than the attention itself (L = 512:
-// 400 MB). Needs position terms, d <= 64 (shared-memory budget), the slot table in shared memory,
-// and idx growing by at most one slot per delta (a window of kComputedWindow slots then covers a
-// tile). Any sequence length is correct: saturated tiles then run as band tiles.
+// 400 MB). Needs position terms, d <= 64 (shared-memory budget), 16-byte aligned PosK / PosQ, the
+// slot table in shared memory, and idx growing by at most one slot per delta (a window of
+// kComputedWindow slots then covers a tile). Any sequence length is correct: the mma.sync kernels
+// run saturated tiles as band tiles, the warpgroup one as the table kernels do.
 bool CanComputeWindows(const AttentionProblem& p) {
   if (p.dtype == DataType::kFloat32 || !HasPositions(p)) return false;
   if (p.head_dim > 64 || p.positions.band > kSharedLutBand) return false;
+  // PosK / PosQ rows are copied in 16-byte chunks (cp.async) or by TMA, which needs a 16-byte
+  // aligned base (rows are H * d elements apart: a multiple of 16 bytes for d >= 8).
+  for (const void* rows : {p.pos_key, p.pos_query}) {
+    if (reinterpret_cast<uintptr_t>(rows) % 16 != 0) return false;
+  }
   const RelativePositionTable& table = p.positions;
   for (int64_t delta = -table.band; delta + 126 <= table.band; ++delta) {
     if (table.host[delta + 126 + table.band] - table.host[delta + table.band] >
@@ -709,7 +722,11 @@ AttentionKernelConfig AttentionLaunchConfig(const AttentionProblem& problem,
 
 int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelConfig& config,
                        const AttentionDeviceLimits& limits) {
-  if (config.windows != AttentionWindows::kComputed) return 1;
+  // The key-group kernels are mma.sync ones: a warpgroup config runs one group, as named
+  // (AttentionLaunchConfig has already switched the grids where those kernels pay off).
+  if (config.windows != AttentionWindows::kComputed || config.mma == AttentionMma::kWarpgroup) {
+    return 1;
+  }
   if (config.key_groups != 0) return config.key_groups;
   // Two groups halve a CTA's serial chain of key tiles when one CTA's latency is the kernel's
   // time: the 64-row blocks x heads x sequences do not fill the SMs, each block has at least

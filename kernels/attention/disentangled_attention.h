@@ -114,8 +114,9 @@ bool AttentionWgmmaCompiled();
 bool AttentionWgmmaRuns();
 
 // The key groups (AttentionKernelConfig::key_groups) a launch of `config` on `problem` runs with
-// on a device with `limits`: the pinned count, or, automatic (0) with computed windows, when the
-// grid of 64-row blocks x heads x sequences does not fill the SMs: 4 (the short-sequence kernel)
+// on a device with `limits`: 1 for tables and for the warpgroup kernels (key groups are mma.sync
+// kernels); the pinned count, or, automatic (0) with mma.sync computed windows, when the grid of
+// 64-row blocks x heads x sequences does not fill the SMs: 4 (the short-sequence kernel)
 // where it can run the problem (sequences <= kShortMaxKeys) and its shared memory fits a block,
 // else 2 when the longest sequence has at least two key tiles and the two groups' shared memory
 // fits; 1 otherwise. A pinned 2 or 4 that does not fit makes the forward return

@@ -1,10 +1,11 @@
 // Thin wrappers over the sm_90 tensor memory accelerator (TMA) copies the warpgroup attention
-// kernel uses for its band tiles' C2P / P2C windows: one thread issues a 2-D tile copy from a
-// table [rows, slot_stride] (described by a CUtensorMap made on the host) into shared memory, and
-// the CTA waits on a shared-memory mbarrier that counts the bytes landed. Elements past the
-// table's extent arrive as zeros. Against 16-byte cp.async copies by every thread (a window is
-// 64 x 17 of them), the copy costs the CTA two instructions. Outside sm_90a images the wrappers
-// trap (sm90a_target.h).
+// kernels use for their band tiles: the C2P / P2C windows of the table kernel, or the PosK / PosQ
+// rows (128-byte swizzled, as wgmma reads them) of the computed-window kernel. One thread issues a
+// 2-D tile copy from a tensor [rows, columns] (described by a CUtensorMap made on the host) into
+// shared memory, and the CTA waits on a shared-memory mbarrier that counts the bytes landed.
+// Elements past the tensor's extent arrive as zeros. Against 16-byte cp.async copies by every
+// thread (a table window is 64 x 17 of them, a PosK window 128 x 8), the copy costs the CTA two
+// instructions. Outside sm_90a images the wrappers trap (sm90a_target.h).
 #pragma once
 
 #include <cuda.h>

@@ -39,7 +39,7 @@ ModelConfig V3Positions() {
 // A host-only problem description: what Select reads (no device pointer is dereferenced).
 kernels::AttentionProblem Problem(const RelativePositionIndex& index, int max_seqlen,
                                   DataType dtype = DataType::kBFloat16) {
-  static int dummy = 0;
+  alignas(16) static int dummy = 0;  // Stand-in for device tensors: 16-byte aligned as they are.
   kernels::AttentionProblem problem;
   problem.dtype = dtype;
   problem.num_heads = 12;

@@ -751,12 +751,17 @@ TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
   c.lengths = {70, 5, 128};
   const kernels::AttentionKernelConfig short_kernel = ShortKernelConfig();
   CheckPaddedEqualsPacked(c, 128, &short_kernel);
-  // The warpgroup table kernel, where it runs (the heuristic takes tables past 1024 tokens).
+  // The warpgroup kernels, where they run: tables, and computed windows past 1024 tokens (below,
+  // this grid of 126 CTAs would run the mma.sync key-group kernels: AttentionLaunchConfig).
   if (kernels::AttentionWgmmaRuns()) {
     c.lengths = {1100, 5, 1300};
     kernels::AttentionKernelConfig warpgroup;
     warpgroup.mma = kernels::AttentionMma::kWarpgroup;
     CheckPaddedEqualsPacked(c, 1300, &warpgroup);
+    kernels::AttentionKernelConfig warpgroup_computed = warpgroup;
+    warpgroup_computed.windows = kernels::AttentionWindows::kComputed;
+    warpgroup_computed.min_blocks_per_sm = 3;
+    CheckPaddedEqualsPacked(c, 1300, &warpgroup_computed);
   }
   // The TF32 kernel.
   c.dtype = DataType::kFloat32;
@@ -780,7 +785,7 @@ TEST(AttentionArgumentsTest, RejectsUnsupportedProblemsBeforeTouchingTheDevice) 
 // A valid-looking half-precision problem whose device pointers are never dereferenced because
 // validation refuses it first.
 kernels::AttentionProblem HostOnlyProblem(const RelativePositionIndex& index) {
-  static const int16_t kDummy[8] = {};  // 16-byte aligned stand-in for device tensors.
+  alignas(16) static const int16_t kDummy[8] = {};  // Stand-in for device tensors.
   kernels::AttentionProblem problem;
   problem.dtype = DataType::kBFloat16;
   problem.num_heads = 1;
@@ -836,6 +841,26 @@ TEST(AttentionArgumentsTest, RejectsScalesThatAreNotPositiveAndFinite) {
   }
 }
 
+// Every slot of the table names a PosK / PosQ row (0 .. 2 span - 1): the kernels read rows
+// idx(delta) without a bound, so a table naming others is refused.
+TEST(AttentionArgumentsTest, RejectsSlotsOutsideThePositionRows) {
+  const RelativePositionIndex index(V3Positions(true));
+  kernels::AttentionProblem problem = HostOnlyProblem(index);
+  std::vector<int32_t> table(index.table().begin(), index.table().end());
+  problem.positions.host = table.data();
+  // Control: the same table, copied, passes validation (the forward fails at the missing handle).
+  EXPECT_EQ(kernels::DisentangledAttentionForward(problem, nullptr, nullptr, nullptr),
+            cudaErrorUnknown);
+  for (const int32_t slot : {-1, 2 * index.span()}) {
+    std::vector<int32_t> bad = table;
+    bad[bad.size() / 2 + 3] = slot;
+    problem.positions.host = bad.data();
+    EXPECT_EQ(kernels::DisentangledAttentionForward(problem, nullptr, nullptr, nullptr),
+              cudaErrorInvalidValue)
+        << "slot " << slot;
+  }
+}
+
 TEST(AttentionArgumentsTest, RejectsUnsettledTables) {
   ModelConfig config = V3Positions(true);
   config.position_buckets = 5;
@@ -859,7 +884,7 @@ TEST(AttentionArgumentsTest, RejectsMisalignedTensors) {
 // queries: only its sizes and the host slot table are read (the device pointers are stand-ins).
 kernels::AttentionProblem SizingProblem(const RelativePositionIndex& index, int max_seqlen,
                                         int total_tokens) {
-  static int dummy = 0;
+  alignas(16) static int dummy = 0;  // Stand-in for device tensors: 16-byte aligned as they are.
   kernels::AttentionProblem problem;
   problem.dtype = DataType::kBFloat16;
   problem.num_heads = 12;
@@ -905,6 +930,28 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
   problem.config = nullptr;
   problem.dtype = DataType::kFloat32;  // The strict path needs no tables.
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+}
+
+// Computed windows copy PosK / PosQ rows in 16-byte chunks (cp.async) or by TMA: with a base that
+// is not 16-byte aligned the built-in choice takes tables (cuBLAS reads any alignment) and a
+// pinned computed-window config is refused, instead of a misaligned copy on the device.
+TEST(AttentionConfigTest, ComputedWindowsNeedAlignedPositionRows) {
+  const RelativePositionIndex index(V3Positions(true));
+  kernels::AttentionProblem problem = SizingProblem(index, 512, 16384);
+  kernels::AttentionKernelConfig computed;
+  computed.windows = kernels::AttentionWindows::kComputed;
+  computed.min_blocks_per_sm = 3;
+  EXPECT_EQ(kernels::HeuristicAttentionConfig(problem).windows,
+            kernels::AttentionWindows::kComputed);
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaSuccess);
+  alignas(16) static const int16_t kRows[16] = {};
+  for (const bool key : {true, false}) {
+    kernels::AttentionProblem misaligned = problem;
+    (key ? misaligned.pos_key : misaligned.pos_query) = kRows + 1;  // 2 bytes off.
+    EXPECT_EQ(kernels::HeuristicAttentionConfig(misaligned).windows,
+              kernels::AttentionWindows::kTables);
+    EXPECT_EQ(kernels::CheckAttentionConfig(misaligned, computed), cudaErrorInvalidValue);
+  }
 }
 
 TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
@@ -1178,6 +1225,18 @@ TEST(AttentionConfigTest, KeyGroupsSplitOnlyGridsThatLeaveSmsIdle) {
   EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, kernels::AttentionDeviceLimits{}), 1);
   kernels::AttentionKernelConfig tables;  // Tables: one group always.
   EXPECT_EQ(kernels::AttentionKeyGroups(problem, tables, h200), 1);
+  // The warpgroup computed-window kernel too: the key-group kernels are mma.sync ones, and a
+  // warpgroup config that reaches the launch (AttentionLaunchConfig keeps it past 1024 tokens)
+  // runs as named. One 4097-token sequence of one head: 65 blocks.
+  kernels::AttentionKernelConfig warpgroup_computed = computed;
+  warpgroup_computed.mma = kernels::AttentionMma::kWarpgroup;
+  EXPECT_EQ(kernels::AttentionKeyGroups(problem, warpgroup_computed, h200), 1);
+  kernels::AttentionProblem one_head = problem;
+  one_head.num_heads = 1;
+  one_head.max_seqlen = one_head.total_tokens = 4097;
+  EXPECT_EQ(kernels::AttentionKeyGroups(one_head, computed, h200), 2);
+  EXPECT_EQ(kernels::AttentionKeyGroups(one_head, warpgroup_computed, h200), 1);
+  EXPECT_EQ(kernels::AttentionLaunchConfig(one_head, warpgroup_computed, h200), warpgroup_computed);
   computed.key_groups = 1;  // Pinned counts hold.
   EXPECT_EQ(kernels::AttentionKeyGroups(problem, computed, h200), 1);
   computed.key_groups = 2;
