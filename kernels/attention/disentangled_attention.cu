@@ -221,9 +221,9 @@ int DefaultMinBlocks(int head_dim, AttentionWindows windows) {
 
 bool HasVariant(int head_dim, AttentionWindows windows, int min_blocks, AttentionMma mma) {
   if (mma == AttentionMma::kWarpgroup) {
-    // The table kernel (2) and the computed-window kernel (3: 65 KB, three CTAs per SM) at d = 64.
-    const int warpgroup_min_blocks = windows == AttentionWindows::kTables ? 2 : 3;
-    return head_dim == 64 && min_blocks == warpgroup_min_blocks && AttentionWgmmaRuns();
+    // The table and computed-window kernels at d = 64, each with its default cap only.
+    return head_dim == 64 && min_blocks == DefaultMinBlocks(head_dim, windows) &&
+           AttentionWgmmaRuns();
   }
   switch (windows) {
     case AttentionWindows::kTables:
@@ -697,12 +697,8 @@ AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem) 
       (warpgroup || LongestSequence(problem) <= kComputeWindowsMaxLength)) {
     config.windows = AttentionWindows::kComputed;
   }
-  if (warpgroup) {
-    config.mma = AttentionMma::kWarpgroup;
-    config.min_blocks_per_sm = config.windows == AttentionWindows::kTables ? 2 : 3;
-  } else {
-    config.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, config.windows);
-  }
+  if (warpgroup) config.mma = AttentionMma::kWarpgroup;
+  config.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, config.windows);
   return config;
 }
 
@@ -791,7 +787,7 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
     AttentionKernelConfig warpgroup;
     warpgroup.mma = AttentionMma::kWarpgroup;
     warpgroup.windows = windows;
-    warpgroup.min_blocks_per_sm = windows == AttentionWindows::kTables ? 2 : 3;
+    warpgroup.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, windows);
     if (warpgroup != heuristic && CheckAttentionConfig(problem, warpgroup) == cudaSuccess) {
       candidates.push_back(warpgroup);
     }

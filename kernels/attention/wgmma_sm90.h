@@ -115,13 +115,13 @@ struct WgmmaType<__nv_bfloat16> {
       ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                \
       : DFLASH_WGMMA_D32_OPERANDS(d)                                                   \
       : "l"(a_descriptor), "l"(b_descriptor), "n"(kAccumulate ? 1 : 0))
-#define DFLASH_WGMMA_REGISTER_SHARED(type, b_mn_major)                                 \
+#define DFLASH_WGMMA_REGISTER_SHARED(type)                                             \
   asm volatile(                                                                        \
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
       "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32 \
-      ", {%32, %33, %34, %35}, %36, p, 1, 1, " b_mn_major ";\n}\n"                     \
+      ", {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"                                \
       : DFLASH_WGMMA_D32_OPERANDS(d)                                                   \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_descriptor))
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_descriptor), "n"(kBKMajor ? 0 : 1))
 
 // d [64, 64] += A [64, 16] B [16, 64] (without kAccumulate: d = A B), A and B from shared
 // memory, both K-major.
@@ -150,17 +150,9 @@ __device__ __forceinline__ void WgmmaRegisterShared(float (&d)[8][4], const uint
                                                     uint64_t b_descriptor) {
 #if DFLASH_SM90A_TARGET
   if constexpr (WgmmaType<Element>::kBf16) {
-    if constexpr (kBKMajor) {
-      DFLASH_WGMMA_REGISTER_SHARED("bf16", "0");
-    } else {
-      DFLASH_WGMMA_REGISTER_SHARED("bf16", "1");
-    }
+    DFLASH_WGMMA_REGISTER_SHARED("bf16");
   } else {
-    if constexpr (kBKMajor) {
-      DFLASH_WGMMA_REGISTER_SHARED("f16", "0");
-    } else {
-      DFLASH_WGMMA_REGISTER_SHARED("f16", "1");
-    }
+    DFLASH_WGMMA_REGISTER_SHARED("f16");
   }
 #else
   (void)d;

@@ -364,6 +364,16 @@ kernels::AttentionKernelConfig ShortKernelConfig() {
   return config;
 }
 
+// A warpgroup kernel (AttentionMma::kWarpgroup) with its one register cap: tables 2, computed
+// windows 3.
+kernels::AttentionKernelConfig WarpgroupConfig(kernels::AttentionWindows windows) {
+  kernels::AttentionKernelConfig config;
+  config.mma = kernels::AttentionMma::kWarpgroup;
+  config.windows = windows;
+  config.min_blocks_per_sm = windows == kernels::AttentionWindows::kTables ? 2 : 3;
+  return config;
+}
+
 // Computed windows with the key tiles of each CTA in one warp group and split over two, pinned
 // (AttentionKernelConfig::key_groups; at L <= 64 the second group has no tile), and, where every
 // sequence is <= kShortMaxKeys, the short-sequence kernel.
@@ -755,13 +765,11 @@ TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
   // this grid of 126 CTAs would run the mma.sync key-group kernels: AttentionLaunchConfig).
   if (kernels::AttentionWgmmaRuns()) {
     c.lengths = {1100, 5, 1300};
-    kernels::AttentionKernelConfig warpgroup;
-    warpgroup.mma = kernels::AttentionMma::kWarpgroup;
-    CheckPaddedEqualsPacked(c, 1300, &warpgroup);
-    kernels::AttentionKernelConfig warpgroup_computed = warpgroup;
-    warpgroup_computed.windows = kernels::AttentionWindows::kComputed;
-    warpgroup_computed.min_blocks_per_sm = 3;
-    CheckPaddedEqualsPacked(c, 1300, &warpgroup_computed);
+    for (const kernels::AttentionWindows windows :
+         {kernels::AttentionWindows::kTables, kernels::AttentionWindows::kComputed}) {
+      const kernels::AttentionKernelConfig warpgroup = WarpgroupConfig(windows);
+      CheckPaddedEqualsPacked(c, 1300, &warpgroup);
+    }
   }
   // The TF32 kernel.
   c.dtype = DataType::kFloat32;
@@ -1065,8 +1073,8 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
 TEST(AttentionConfigTest, WarpgroupKernelOnlyWhereItRuns) {
   const RelativePositionIndex index(V3Positions(true));
   kernels::AttentionProblem problem = SizingProblem(index, 2048, 4096);
-  kernels::AttentionKernelConfig warpgroup;
-  warpgroup.mma = kernels::AttentionMma::kWarpgroup;
+  const kernels::AttentionKernelConfig warpgroup =
+      WarpgroupConfig(kernels::AttentionWindows::kTables);
   const cudaError_t where_it_runs =
       kernels::AttentionWgmmaRuns() ? cudaSuccess : cudaErrorInvalidValue;
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, warpgroup), where_it_runs);
@@ -1075,9 +1083,8 @@ TEST(AttentionConfigTest, WarpgroupKernelOnlyWhereItRuns) {
   EXPECT_EQ(std::count(candidates.begin(), candidates.end(), warpgroup),
             kernels::AttentionWgmmaRuns() ? 1 : 0);
   // The warpgroup computed-window kernel: one register cap (three CTAs per SM), no key groups.
-  kernels::AttentionKernelConfig computed = warpgroup;
-  computed.windows = kernels::AttentionWindows::kComputed;
-  computed.min_blocks_per_sm = 3;
+  const kernels::AttentionKernelConfig computed =
+      WarpgroupConfig(kernels::AttentionWindows::kComputed);
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), where_it_runs);
   EXPECT_EQ(std::count(candidates.begin(), candidates.end(), computed),
             kernels::AttentionWgmmaRuns() ? 1 : 0);
@@ -1115,8 +1122,8 @@ TEST(AttentionConfigTest, LaunchKeepsComputedWindowsForGridsThatLeaveSmsIdle) {
   const RelativePositionIndex index(V3Positions(true));
   kernels::AttentionProblem problem = SizingProblem(index, 700, 700);
   const kernels::AttentionDeviceLimits h200{132, 227 * 1024, 90};
-  kernels::AttentionKernelConfig warpgroup;
-  warpgroup.mma = kernels::AttentionMma::kWarpgroup;
+  const kernels::AttentionKernelConfig warpgroup =
+      WarpgroupConfig(kernels::AttentionWindows::kTables);
   // 700 tokens x 12 heads: 11 x 12 = 132 blocks of 64 rows, not more than the SMs.
   kernels::AttentionKernelConfig launched =
       kernels::AttentionLaunchConfig(problem, warpgroup, h200);
@@ -1132,9 +1139,8 @@ TEST(AttentionConfigTest, LaunchKeepsComputedWindowsForGridsThatLeaveSmsIdle) {
   EXPECT_EQ(kernels::AttentionLaunchConfig(problem, warpgroup, h200), warpgroup);
   problem.num_sequences = 1;
   // The warpgroup computed-window kernel (no key groups) likewise.
-  kernels::AttentionKernelConfig warpgroup_computed = warpgroup;
-  warpgroup_computed.windows = kernels::AttentionWindows::kComputed;
-  warpgroup_computed.min_blocks_per_sm = 3;
+  const kernels::AttentionKernelConfig warpgroup_computed =
+      WarpgroupConfig(kernels::AttentionWindows::kComputed);
   EXPECT_EQ(kernels::AttentionLaunchConfig(problem, warpgroup_computed, h200), launched);
   problem.num_sequences = 2;
   EXPECT_EQ(kernels::AttentionLaunchConfig(problem, warpgroup_computed, h200), warpgroup_computed);
@@ -1228,8 +1234,8 @@ TEST(AttentionConfigTest, KeyGroupsSplitOnlyGridsThatLeaveSmsIdle) {
   // The warpgroup computed-window kernel too: the key-group kernels are mma.sync ones, and a
   // warpgroup config that reaches the launch (AttentionLaunchConfig keeps it past 1024 tokens)
   // runs as named. One 4097-token sequence of one head: 65 blocks.
-  kernels::AttentionKernelConfig warpgroup_computed = computed;
-  warpgroup_computed.mma = kernels::AttentionMma::kWarpgroup;
+  const kernels::AttentionKernelConfig warpgroup_computed =
+      WarpgroupConfig(kernels::AttentionWindows::kComputed);
   EXPECT_EQ(kernels::AttentionKeyGroups(problem, warpgroup_computed, h200), 1);
   kernels::AttentionProblem one_head = problem;
   one_head.num_heads = 1;
