@@ -99,9 +99,14 @@ struct AttentionTraits {
   static constexpr int kBarrierBytes = 16;
   static constexpr int kSaturatedPositionBytes =
       kWgmma ? 4 * kHeadDim * static_cast<int>(sizeof(Element)) : 0;
+  // The shared slot table's entries past each end of [-band, band] (repeating the end slots): a
+  // band tile's deltas lie within band + kBlockM + kBlockN - 2 of the diagonal (it is not
+  // saturated, so its nearest delta is inside the band), and its per-element lookups then need
+  // no clamp.
+  static constexpr int kLutPad = kBlockM + kBlockN;
   static constexpr int kCommonBytes =
       kBarrierBytes + 2 * kBlockM * static_cast<int>(sizeof(float)) + kSaturatedPositionBytes +
-      (2 * kSharedLutBand + 1) * static_cast<int>(sizeof(int16_t));
+      (2 * kSharedLutBand + 1 + 2 * kLutPad) * static_cast<int>(sizeof(int16_t));
   static constexpr int SharedBytes(int key_groups) {
     return kQBytes + key_groups * kGroupBytes + kCommonBytes;
   }
@@ -396,8 +401,10 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   float* sCSaturated = reinterpret_cast<float*>(common_bytes + Traits::kBarrierBytes);
   // [4][D]: PosK at slot_hi, slot_lo, then PosQ (kSaturatedComputed only).
   Element* sSaturatedPositions = reinterpret_cast<Element*>(sCSaturated + 2 * Traits::kBlockM);
+  // idx(delta) at sLut[delta + band] for |delta| <= band + kLutPad.
   int16_t* sLut = reinterpret_cast<int16_t*>(reinterpret_cast<unsigned char*>(sSaturatedPositions) +
-                                             Traits::kSaturatedPositionBytes);
+                                             Traits::kSaturatedPositionBytes) +
+                  Traits::kLutPad;
   // The group's barrier inside the key loop (barrier 0, __syncthreads, spans the CTA).
   auto group_sync = [&]() {
     if constexpr (kKeyGroups == 1) {
@@ -420,7 +427,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 
   // The slot table in shared memory when it is small (v3: band 512, 1025 entries), at [delta +
   // band]; only the entries this CTA's tiles can reach: deltas m0 - 64 * n_blocks + 1 .. m0 + 63
-  // (clamped to the band), 191 of them at L = 128.
+  // (clamped to the band and its kLutPad-entry margins), 191 of them at L = 128.
   const bool lut_in_shared = kComputeWindows || params.band <= kSharedLutBand;
   const bool has_c2p = kComputeWindows ? params.pos_key != nullptr : params.c2p != nullptr;
   const bool has_p2c = kComputeWindows ? params.pos_query != nullptr : params.p2c != nullptr;
@@ -455,11 +462,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   }
   if (lut_in_shared && has_positions) {
     const int reach = (seqlen + kN - 1) / kN * kN;
-    const int first = max(0, m0 - reach + 1 + params.band);
-    const int last = min(2 * params.band, m0 + Traits::kBlockM - 1 + params.band);
+    const int first = max(-Traits::kLutPad, m0 - reach + 1 + params.band);
+    const int last = min(2 * params.band + Traits::kLutPad, m0 + Traits::kBlockM - 1 + params.band);
     for (int i = first + static_cast<int>(threadIdx.x); i <= last;
          i += Traits::kThreads * kKeyGroups) {
-      sLut[i] = static_cast<int16_t>(params.lut[i]);
+      sLut[i] = static_cast<int16_t>(params.lut[max(0, min(2 * params.band, i))]);
     }
   }
   // The warpgroup kernels copy band tiles' windows (tables) or PosK / PosQ rows (computed
@@ -798,7 +805,33 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
           }
         }
       }
+    } else if (kSaturatedTiles && lut_in_shared) {
+      // The tile's deltas lie within the shared table's margins (kLutPad): no clamp. Per score, a
+      // table load at a compile-time offset from the row's entry, two address adds and the two
+      // window loads (ncu, L = 512: the clamped form below took 12.7 instructions per score).
+      const int window_base = params.slot_base + tile.window0;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        // lut_row[-column] = idx(query - (n0 + 2 quad + column)).
+        const int16_t* lut_row = sLut + (query[r] - n0 - quad * 2 + params.band);
+        const Element* c2p_row = sC2P + (row_local[r] * kSlotWindow - window_base);
+        const Element* p2c_rows = sP2C + (quad * 2 * kSlotWindow - window_base);
+#pragma unroll
+        for (int t = 0; t < kNTiles; ++t) {
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int column = t * 8 + e;  // Past quad * 2.
+            const int slot = lut_row[-column];
+            if (kBothWindows || has_c2p) s[t][2 * r + e] += ToFloat(c2p_row[slot]);
+            if (kBothWindows || has_p2c) {
+              s[t][2 * r + e] += ToFloat(p2c_rows[column * kSlotWindow + slot]);
+            }
+          }
+        }
+      }
     } else {
+      // Tiles of any delta (the mma.sync computed-window kernels run saturated tiles here too), or
+      // the table in global memory: deltas clamped to the band.
       // slot_of(delta + band) = idx(delta). One loop per table location: with the location
       // tested per element, the compiler issued both paths' instructions, the global one
       // predicated off (ncu, L = 16384: 800 instructions per warp and band tile, half of them).
