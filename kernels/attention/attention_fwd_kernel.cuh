@@ -22,9 +22,10 @@
 // No bias value is gathered from global memory element by element. K (with the tile's bias
 // operands) and V are loaded one step ahead (FlashAttention-2's order, two barriers per tile).
 // With Traits::kWgmma (sm_90a, d = 64) the CTA's 4 warps issue Q K^T and P V as one warpgroup
-// (wgmma, attention_wgmma_tiles.cuh) and band tiles' windows (tables) or PosK / PosQ rows
-// (computed windows, then C2P_win / P2C_win by wgmma too) arrive by TMA (tma_sm90.h) instead of
-// per-thread copies.
+// (wgmma, attention_wgmma_tiles.cuh), and the Q, K, V tiles and band tiles' windows (tables) or
+// PosK / PosQ rows (computed windows, then C2P_win / P2C_win by wgmma too) arrive by TMA
+// (tma_sm90.h) instead of per-thread copies; V has two buffers, so V(n + 1) is requested with
+// K(n + 1) and each thread waits for V(n) only before its P V.
 // Shapes: Q/K/V tiles [64, D] in shared memory (rows padded by one 16-byte chunk so that ldmatrix
 // rows fall on distinct banks; dense and 128-byte swizzled for wgmma); C2P/P2C windows [64,
 // kSlotWindow]; S [16, 64] and O [16, D] per warp in registers.
@@ -83,20 +84,24 @@ struct AttentionTraits {
       kCanComputeWindows && kPositionWindowElements > kWindowElements ? kPositionWindowElements
                                                                       : kWindowElements;
   // Q, K, V tiles; the C2P and P2C windows; the saturated column terms and the two row terms per
-  // query row (float); the slot table. K and V are not double-buffered: measured on the H200,
-  // the extra 36 KB cost a resident CTA per SM and ran 1.35x slower at L = 8192 than waiting for
-  // each tile with three CTAs per SM.
+  // query row (float); the slot table. The mma.sync kernels' K and V are not double-buffered:
+  // measured on the H200, the extra 36 KB cost a resident CTA per SM and ran 1.35x slower at
+  // L = 8192 than waiting for each tile with three CTAs per SM.
   // With key groups (below), each group of kWarps warps has its own K, V, bias regions and
   // column terms; Q, the row terms and the slot table are shared.
+  // The warpgroup kernels load Q, K and V by TMA and keep two V buffers: V(n + 1) is requested
+  // with K(n + 1), while tile n still reads V(n) (7 KB more: 72 KB, still three CTAs per SM).
+  static constexpr int kValueBuffers = kWgmma ? 2 : 1;
   static constexpr int kQBytes = kTileElements * static_cast<int>(sizeof(Element));
   static constexpr int kGroupBytes =
-      (2 * kTileElements + 2 * kBiasRegionElements) * static_cast<int>(sizeof(Element)) +
+      ((1 + kValueBuffers) * kTileElements + 2 * kBiasRegionElements) *
+          static_cast<int>(sizeof(Element)) +
       kBlockN * static_cast<int>(sizeof(float));
-  // The mbarrier of the warpgroup kernel's TMA window copies (16 bytes, first: 8-byte aligned),
-  // the two row terms per query row, the saturated slots' PosK / PosQ rows of the warpgroup
-  // computed-window kernel (PosK[slot_hi], PosK[slot_lo], PosQ[slot_hi], PosQ[slot_lo]), the slot
-  // table.
-  static constexpr int kBarrierBytes = 16;
+  // The warpgroup kernels' mbarriers (first: 8-byte aligned): Q, K with the tile's windows or
+  // PosK / PosQ rows, and one per V buffer; the two row terms per query row, the saturated slots'
+  // PosK / PosQ rows of the warpgroup computed-window kernel (PosK[slot_hi], PosK[slot_lo],
+  // PosQ[slot_hi], PosQ[slot_lo]), the slot table.
+  static constexpr int kBarrierBytes = 32;
   static constexpr int kSaturatedPositionBytes =
       kWgmma ? 4 * kHeadDim * static_cast<int>(sizeof(Element)) : 0;
   // The shared slot table's entries past each end of [-band, band] (repeating the end slots): a
@@ -364,7 +369,7 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
 template <typename Traits, bool kComputeWindows, int kMinBlocks, int kKeyGroups>
 __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     DisentangledAttentionKernel(const AttentionParams<typename Traits::Element> params,
-                                const __grid_constant__ AttentionWindowMaps window_maps) {
+                                const __grid_constant__ AttentionTensorMaps maps) {
   static_assert(kKeyGroups == 1 || kKeyGroups == 2, "one or two key groups");
   static_assert(!kComputeWindows || Traits::kCanComputeWindows, "bias region too small");
   static_assert(!Traits::kWgmma || kKeyGroups == 1, "wgmma: one warpgroup per CTA");
@@ -391,12 +396,17 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   Element* sQ = reinterpret_cast<Element*>(shared_bytes);
   unsigned char* group_bytes = shared_bytes + Traits::kQBytes + key_group * Traits::kGroupBytes;
   Element* sK = reinterpret_cast<Element*>(group_bytes);
-  Element* sV = sK + Traits::kTileElements;
-  Element* sC2P = sV + Traits::kTileElements;
+  Element* sV = sK + Traits::kTileElements;  // kValueBuffers tiles.
+  Element* sC2P = sV + Traits::kValueBuffers * Traits::kTileElements;
   Element* sP2C = sC2P + Traits::kBiasRegionElements;
   float* sPSaturated = reinterpret_cast<float*>(sP2C + Traits::kBiasRegionElements);
   unsigned char* common_bytes = shared_bytes + Traits::kQBytes + kKeyGroups * Traits::kGroupBytes;
-  uint64_t* window_barrier = reinterpret_cast<uint64_t*>(common_bytes);
+  // The warpgroup kernels' TMA copies complete on: key_barrier (K and the tile's bias operands;
+  // phase parity = tile index % 2), value_barriers[b] (V buffer b; tile n uses b = n % 2, parity
+  // n / 2 % 2), query_barrier (Q, once).
+  uint64_t* key_barrier = reinterpret_cast<uint64_t*>(common_bytes);
+  uint64_t* value_barriers = key_barrier + 1;
+  uint64_t* query_barrier = key_barrier + 3;
   // [2][kBlockM]: hi, then lo.
   float* sCSaturated = reinterpret_cast<float*>(common_bytes + Traits::kBarrierBytes);
   // [4][D]: PosK at slot_hi, slot_lo, then PosQ (kSaturatedComputed only).
@@ -419,11 +429,25 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   const int group = lane / 4;
   const int quad = lane % 4;
 
+  // The warpgroup kernels copy Q, K and V tiles, band tiles' windows (tables) or PosK / PosQ rows
+  // (computed windows) with TMA: one thread issues, every thread waits on the copy's mbarrier.
+  // Rows past the sequence arrive as whatever follows it (the next sequence, or zeros past the
+  // tensor): keys there are masked (their scores set to -inf) and V rows past the sequence are
+  // zeroed before P V (0 x inf would be NaN).
+  constexpr bool kTmaTiles = Traits::kWgmma;
   const Element* q_base = HeadRows(params.q, params.q_row_stride, seq_start, head, D);
   const Element* k_base = HeadRows(params.k, params.k_row_stride, seq_start, head, D);
   const Element* v_base = HeadRows(params.v, params.v_row_stride, seq_start, head, D);
-  LoadTile<Traits, kKeyGroups, true>(sQ, q_base, params.q_row_stride, m0, seqlen);
-  CpAsyncCommit();
+  if constexpr (kTmaTiles) {
+    if (threadIdx.x == 0) {
+      for (int b = 0; b < 4; ++b) MbarrierInit(key_barrier + b);
+      MbarrierArriveExpectBytes(query_barrier, Traits::kQBytes);
+      TmaLoad2d(sQ, &maps.q, head * D, seq_start + m0, query_barrier);
+    }
+  } else {
+    LoadTile<Traits, kKeyGroups, true>(sQ, q_base, params.q_row_stride, m0, seqlen);
+    CpAsyncCommit();
+  }
 
   // The slot table in shared memory when it is small (v3: band 512, 1025 entries), at [delta +
   // band]; only the entries this CTA's tiles can reach: deltas m0 - 64 * n_blocks + 1 .. m0 + 63
@@ -469,12 +493,6 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       sLut[i] = static_cast<int16_t>(params.lut[max(0, min(2 * params.band, i))]);
     }
   }
-  // The warpgroup kernels copy band tiles' windows (tables) or PosK / PosQ rows (computed
-  // windows) with TMA (one thread issues, every thread waits on window_barrier, whose phase parity
-  // flips per window pair).
-  constexpr bool kTmaWindows = Traits::kWgmma;
-  uint32_t window_phase = 0;
-  if (kTmaWindows && threadIdx.x == 0) MbarrierInit(window_barrier);
   // kBothWindows (the table kernels and the warpgroup computed-window one): with one position
   // term, the other's window holds zeros, never written, and band tiles add both windows without
   // testing which terms exist per element (each test a predicate on every element's shared
@@ -488,8 +506,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       absent[i] = Element();
     }
   }
-  // The slot table copy is read by every thread when it classifies tiles (and the barrier is
-  // initialised before anyone uses it).
+  // The slot table copy is read by every thread when it classifies tiles (and the mbarriers are
+  // initialised before anyone waits on them).
   __syncthreads();
 
   // This thread's two rows (local), as query positions in the sequence.
@@ -563,10 +581,40 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // waited there for the global read (ncu, L = 8192: 7% of the warpgroup kernel's stall samples).
   Element p_saturated_next = Element();
   auto issue_k_and_bias = [&](int n0) {
-    LoadTile<Traits, kKeyGroups, false, !kComputeWindows || Traits::kWgmma>(
-        sK, k_base, params.k_row_stride, n0, seqlen);
     const TileClass tile = classify(n0);
-    if constexpr (kComputeWindows && !Traits::kWgmma) {
+    if constexpr (kTmaTiles) {
+      // Every thread is done with the previous K, windows and the V buffer this tile's V goes to
+      // (the barrier before this call).
+      if (threadIdx.x == 0) {
+        const bool band = has_positions && !tile.saturated;
+        // Computed windows: PosK / PosQ rows window0 .. window0 + kComputedWindow - 1 of this
+        // head, swizzled for the window wgmmas (rows past PosK's end arrive as zeros). Tables: the
+        // C2P / P2C windows.
+        constexpr uint32_t kBiasBytes =
+            (kComputeWindows ? Traits::kPositionWindowElements : Traits::kWindowElements) *
+            sizeof(Element);
+        MbarrierArriveExpectBytes(key_barrier, Traits::kTileElements * sizeof(Element) +
+                                                   (band && has_c2p ? kBiasBytes : 0) +
+                                                   (band && has_p2c ? kBiasBytes : 0));
+        TmaLoad2d(sK, &maps.k, head * D, seq_start + n0, key_barrier);
+        if (band && kComputeWindows) {
+          if (has_c2p) TmaLoad2d(sC2P, &maps.c2p, head * D, tile.window0, key_barrier);
+          if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, head * D, tile.window0, key_barrier);
+        } else if (band) {
+          const int row = static_cast<int>(table_base);
+          if (has_c2p) TmaLoad2d(sC2P, &maps.c2p, tile.window0, row + m0, key_barrier);
+          if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, tile.window0, row + n0, key_barrier);
+        }
+        uint64_t* value_barrier = value_barriers + n0 / kN % 2;
+        MbarrierArriveExpectBytes(value_barrier, Traits::kTileElements * sizeof(Element));
+        TmaLoad2d(sV + n0 / kN % 2 * Traits::kTileElements, &maps.v, head * D, seq_start + n0,
+                  value_barrier);
+      }
+    } else {
+      LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(sK, k_base, params.k_row_stride, n0,
+                                                            seqlen);
+    }
+    if constexpr (kComputeWindows && !kTmaTiles) {
       const int64_t head_column = static_cast<int64_t>(head) * D;
       const int rows = (tile.span + 15) / 16 * 16;  // Whole 16-slot MMA column pairs.
       if (has_c2p) {
@@ -579,25 +627,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
                                                params.pos_row_stride, tile.window0, rows,
                                                params.pos_rows);
       }
-    } else if (kTmaWindows && has_positions && !tile.saturated) {
-      // Every thread is done with the previous windows (the barrier before this call).
-      if (kComputeWindows && threadIdx.x == 0) {
-        // PosK / PosQ rows window0 .. window0 + kComputedWindow - 1 of this head, swizzled for
-        // the window wgmmas (rows past PosK's end arrive as zeros).
-        constexpr uint32_t kRowsBytes = Traits::kPositionWindowElements * sizeof(Element);
-        MbarrierArriveExpectBytes(window_barrier,
-                                  (has_c2p ? kRowsBytes : 0) + (has_p2c ? kRowsBytes : 0));
-        if (has_c2p) TmaLoad2d(sC2P, &window_maps.c2p, head * D, tile.window0, window_barrier);
-        if (has_p2c) TmaLoad2d(sP2C, &window_maps.p2c, head * D, tile.window0, window_barrier);
-      } else if (threadIdx.x == 0) {
-        constexpr uint32_t kWindowBytes = Traits::kWindowElements * sizeof(Element);
-        MbarrierArriveExpectBytes(window_barrier,
-                                  (has_c2p ? kWindowBytes : 0) + (has_p2c ? kWindowBytes : 0));
-        const int row = static_cast<int>(table_base);
-        if (has_c2p) TmaLoad2d(sC2P, &window_maps.c2p, tile.window0, row + m0, window_barrier);
-        if (has_p2c) TmaLoad2d(sP2C, &window_maps.p2c, tile.window0, row + n0, window_barrier);
-      }
-    } else if (has_positions && !tile.saturated) {
+    } else if (!kTmaTiles && has_positions && !tile.saturated) {
       if (params.c2p != nullptr) {
         LoadWindow<Traits, kKeyGroups>(sC2P, params.c2p, table_base, m0, seqlen - 1,
                                        params.slot_stride, tile.window0);
@@ -606,7 +636,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         LoadWindow<Traits, kKeyGroups>(sP2C, params.p2c, table_base, n0, seqlen - 1,
                                        params.slot_stride, tile.window0);
       }
-    } else if (has_positions && ThreadInGroup<Traits, kKeyGroups>() < kN && params.p2c != nullptr) {
+    } else if (has_positions && tile.saturated && ThreadInGroup<Traits, kKeyGroups>() < kN &&
+               params.p2c != nullptr) {
       const int key = min(n0 + ThreadInGroup<Traits, kKeyGroups>(), seqlen - 1);
       const int slot = tile.high ? params.slot_hi : params.slot_lo;
       p_saturated_next =
@@ -620,17 +651,22 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 
   // Software pipeline over key tiles, two barriers per tile (FlashAttention-2's order):
   //   KB(n), the K rows and bias operands of tile n, load during tile n-1's softmax and P V;
-  //   V(n) loads during tile n's Q K^T and bias.
+  //   V(n) loads during tile n's Q K^T and bias (TMA tiles: V(n + 1) is issued with KB(n + 1)
+  //   into the other V buffer, and tile n waits for V(n) only before its P V; the computed-window
+  //   kernel then needs no barrier at the top of the tile).
   // Prologue: KB of the group's first tile follows Q (issued above); only Q is waited for here.
   // (A group without tiles commits an empty copy group: the counts stay the same.)
   if (kKeyGroups == 1 || key_group * kN < seqlen) {
     issue_k_and_bias(key_group * kN);
     store_p_saturated();
   }
-  CpAsyncCommit();
-  CpAsyncWait<1>();
-  if constexpr (Traits::kWgmma) FenceSharedForAsyncProxy();
-  __syncthreads();
+  if constexpr (kTmaTiles) {
+    MbarrierWait(query_barrier, 0);
+  } else {
+    CpAsyncCommit();
+    CpAsyncWait<1>();
+    __syncthreads();
+  }
 
   // Q fragments of this warp's 16 rows, for every k-step (sQ is never overwritten: with
   // computed windows they are reloaded per tile rather than held across the window MMAs).
@@ -661,7 +697,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         }
       }
     }
-    if (has_saturated_tiles) sCSaturated[which * Traits::kBlockM + row] = c * params.scale_log2;
+    if (has_saturated_tiles) {
+      sCSaturated[which * Traits::kBlockM + row] = c * params.scale_log2;
+      // Published here: with TMA tiles the loop has no barrier before the first tile's use.
+      __syncthreads();
+    }
   }
 
   float o[kDTiles][4];
@@ -676,18 +716,20 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   for (int n_block = key_group; n_block < n_blocks; n_block += kKeyGroups) {
     const int n0 = n_block * kN;
     const bool has_next = n_block + kKeyGroups < n_blocks;
-    // KB(n) has landed and every thread's copies are visible; every warp is done with sV
-    // (P V of tile n - 1): start V(n).
-    CpAsyncWait<0>();
-    if constexpr (Traits::kWgmma) FenceSharedForAsyncProxy();
-    if (kTmaWindows && has_positions && !classify(n0).saturated) {
-      MbarrierWait(window_barrier, window_phase);
-      window_phase ^= 1;
+    if constexpr (kTmaTiles) {
+      // KB(n) has landed (TMA writes are visible to the threads that waited for them).
+      MbarrierWait(key_barrier, n_block % 2);
+      // The table kernel's saturated column terms, stored after the previous tile's P V.
+      if constexpr (!kComputeWindows) group_sync();
+    } else {
+      // KB(n) has landed and every thread's copies are visible; every warp is done with sV
+      // (P V of tile n - 1): start V(n).
+      CpAsyncWait<0>();
+      group_sync();
+      LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(sV, v_base, params.v_row_stride, n0,
+                                                            seqlen);
+      CpAsyncCommit();
     }
-    group_sync();
-    LoadTile<Traits, kKeyGroups, false, !kComputeWindows || Traits::kWgmma>(
-        sV, v_base, params.v_row_stride, n0, seqlen);
-    CpAsyncCommit();
     const TileClass tile = classify(n0);
 
     if constexpr (kComputeWindows && Traits::kWgmma) {
@@ -862,14 +904,20 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       MaskInvalidKeys(s, params, seq_start, seqlen, n0, quad);
     }
 
-    // V(n) has landed; every warp is done with sK and the bias operands of this tile: start
-    // the next tile's.
-    CpAsyncWait<0>();
-    if constexpr (Traits::kWgmma) FenceSharedForAsyncProxy();
-    group_sync();
-    if (has_next) {
-      issue_k_and_bias(n0 + kKeyGroups * kN);
-      CpAsyncCommit();
+    // Every warp is done with sK and the bias operands of this tile (and with the V buffer of
+    // tile n - 1): start the next tile's. (Without TMA: V(n) has landed too.)
+    if constexpr (kTmaTiles) {
+      // The computed windows' in-place stores (generic proxy) before TMA overwrites them.
+      if constexpr (kComputeWindows) FenceSharedForAsyncProxy();
+      group_sync();
+      if (has_next) issue_k_and_bias(n0 + kN);
+    } else {
+      CpAsyncWait<0>();
+      group_sync();
+      if (has_next) {
+        issue_k_and_bias(n0 + kKeyGroups * kN);
+        CpAsyncCommit();
+      }
     }
 
     // Online softmax (exp2 domain): rescale the running state to the new row maxima.
@@ -904,8 +952,20 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     }
 
     // O += P V, P taken straight from the S accumulators.
-    if constexpr (Traits::kWgmma) {
-      WgmmaValues<Traits>(o, s, sV);
+    if constexpr (kTmaTiles) {
+      Element* value_tile = sV + n_block % 2 * Traits::kTileElements;
+      MbarrierWait(value_barriers + n_block % 2, n_block / 2 % 2);
+      if (n0 + kN > seqlen) {
+        // Rows past the sequence: zeros (P is 0 there, but another sequence's V may hold inf).
+        const uint4 zero = make_uint4(0, 0, 0, 0);
+        for (int chunk = (seqlen - n0) * Traits::kChunksPerRow + static_cast<int>(threadIdx.x);
+             chunk < kN * Traits::kChunksPerRow; chunk += Traits::kThreads) {
+          *reinterpret_cast<uint4*>(value_tile + chunk * Traits::kChunkElements) = zero;
+        }
+        FenceSharedForAsyncProxy();
+        group_sync();
+      }
+      WgmmaValues<Traits>(o, s, value_tile);
     } else if constexpr (Traits::kTf32) {
       AccumulateValuesTf32<Traits, kN>(o, s, sV, lane);
     } else {

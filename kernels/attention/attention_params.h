@@ -71,16 +71,20 @@ struct AttentionParams {
   float* lse;
 };
 
-// The C2P / P2C tables as 2-D tensors [H * total_tokens rows, slot_stride] read in [64,
-// kSlotWindow] boxes, for the warpgroup table kernel's TMA window copies (tma_sm90.h), or, for the
-// warpgroup computed-window kernel, PosK / PosQ [pos_rows, H * d] read in [kComputedWindow, 64]
-// boxes, 128-byte swizzled; unused elsewhere.
+// The warpgroup kernels' TMA descriptions (tma_sm90.h): Q, K, V as 2-D tensors [tokens, H * d]
+// (their row strides) read in [64, 64] boxes, 128-byte swizzled (the wgmma tile layout); and the
+// C2P / P2C tables as [H * total_tokens rows, slot_stride] read in [64, kSlotWindow] boxes (the
+// table kernel's band-tile windows) or, for the computed-window kernel, PosK / PosQ [pos_rows,
+// H * d] read in [kComputedWindow, 64] boxes, 128-byte swizzled; unused elsewhere.
 // A kernel parameter of its own (__grid_constant__: TMA reads it at its parameter address): taking
 // the address of AttentionParams instead cost the kernel 50 registers (ptxas), its fields no
 // longer being constant-bank operands.
-struct AttentionWindowMaps {
+struct AttentionTensorMaps {
   CUtensorMap c2p;
   CUtensorMap p2c;
+  CUtensorMap q;
+  CUtensorMap k;
+  CUtensorMap v;
 };
 
 }  // namespace dflash::kernels

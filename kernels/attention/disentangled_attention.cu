@@ -402,6 +402,15 @@ cudaError_t EncodePositionMap(const Element* positions, const AttentionParams<El
                      kComputedWindow, 64, CU_TENSOR_MAP_SWIZZLE_128B, map);
 }
 
+// Q, K or V [total_tokens, H * d] (row stride `row_elements`) in [64 rows, 64 elements] boxes,
+// 128-byte swizzled (the wgmma tile layout): the warpgroup kernels' tiles of one head (d = 64).
+template <typename Element>
+cudaError_t EncodeTileMap(const Element* tensor, const AttentionParams<Element>& params,
+                          int64_t row_elements, CUtensorMap* map) {
+  return EncodeMap2d(tensor, params.total_tokens, static_cast<int64_t>(params.num_heads) * 64,
+                     row_elements, 64, 64, CU_TENSOR_MAP_SWIZZLE_128B, map);
+}
+
 // The tensors, layout and sizes of `p` as kernel parameters (position fields left empty).
 template <typename Element>
 AttentionParams<Element> TensorParams(const AttentionProblem& p) {
@@ -448,10 +457,10 @@ cudaError_t LaunchOverSequences(void (*kernel)(AttentionParams<Element>, Extra..
 template <int kHeadDim, typename Element, bool kComputeWindows, int kMinBlocks, int kKeyGroups = 1,
           bool kWgmma = false>
 cudaError_t LaunchTensorCore(const AttentionParams<Element>& params,
-                             const AttentionWindowMaps& maps, int m_blocks, int num_sequences,
+                             const AttentionTensorMaps& maps, int m_blocks, int num_sequences,
                              cudaStream_t stream) {
   using Traits = AttentionTraits<kHeadDim, Element, kWgmma>;
-  return LaunchOverSequences<Element, AttentionWindowMaps>(
+  return LaunchOverSequences<Element, AttentionTensorMaps>(
       DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks, kKeyGroups>,
       Traits::kThreads * kKeyGroups, Traits::SharedBytes(kKeyGroups), params, m_blocks,
       num_sequences, stream, maps);
@@ -473,7 +482,7 @@ cudaError_t LaunchTf32(int head_dim, const AttentionParams<float>& params, int l
   constexpr int kMinBlocks = AttentionTraits<64, float>::kMinBlocksPerSmTf32;
   constexpr int kBlockM = AttentionTraits<64, float>::kBlockM;
   const int m_blocks = (longest + kBlockM - 1) / kBlockM;
-  const AttentionWindowMaps no_maps{};
+  const AttentionTensorMaps no_maps{};
   switch (head_dim) {
     case 32:
       return LaunchTensorCore<32, float, false, kMinBlocks>(params, no_maps, m_blocks, sequences,
@@ -493,7 +502,7 @@ cudaError_t LaunchTf32(int head_dim, const AttentionParams<float>& params, int l
 // resolved (1, 2 or 4).
 template <typename Element>
 cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int head_dim,
-                       const AttentionParams<Element>& params, const AttentionWindowMaps& maps,
+                       const AttentionParams<Element>& params, const AttentionTensorMaps& maps,
                        int longest, int sequences, cudaStream_t stream) {
   const bool computed = config.windows == AttentionWindows::kComputed;
   if (computed && key_groups == 4) {
@@ -593,9 +602,17 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
       }
     }
   }
-  AttentionWindowMaps maps{};
+  AttentionTensorMaps maps{};
   // The TF32 kernel has no warpgroup variant (CheckAttentionConfig: the default config only).
   if constexpr (!std::is_same_v<Element, float>) {
+    if (config.mma == AttentionMma::kWarpgroup) {
+      cudaError_t error = EncodeTileMap(params.q, params, params.q_row_stride, &maps.q);
+      if (error == cudaSuccess)
+        error = EncodeTileMap(params.k, params, params.k_row_stride, &maps.k);
+      if (error == cudaSuccess)
+        error = EncodeTileMap(params.v, params, params.v_row_stride, &maps.v);
+      if (error != cudaSuccess) return error;
+    }
     if (config.mma == AttentionMma::kWarpgroup && compute_windows) {
       const int heads_times_dim = p.num_heads * p.head_dim;
       if (params.pos_key != nullptr) {

@@ -1,11 +1,12 @@
 // Thin wrappers over the sm_90 tensor memory accelerator (TMA) copies the warpgroup attention
-// kernels use for their band tiles: the C2P / P2C windows of the table kernel, or the PosK / PosQ
-// rows (128-byte swizzled, as wgmma reads them) of the computed-window kernel. One thread issues a
-// 2-D tile copy from a tensor [rows, columns] (described by a CUtensorMap made on the host) into
-// shared memory, and the CTA waits on a shared-memory mbarrier that counts the bytes landed.
-// Elements past the tensor's extent arrive as zeros. Against 16-byte cp.async copies by every
-// thread (a table window is 64 x 17 of them, a PosK window 128 x 8), the copy costs the CTA two
-// instructions. Outside sm_90a images the wrappers trap (sm90a_target.h).
+// kernels use: their Q, K and V tiles (128-byte swizzled, as wgmma reads them), and for band tiles
+// the C2P / P2C windows of the table kernel or the PosK / PosQ rows (swizzled too) of the
+// computed-window kernel. One thread issues a 2-D tile copy from a tensor [rows, columns]
+// (described by a CUtensorMap made on the host) into shared memory, and the CTA waits on a
+// shared-memory mbarrier that counts the bytes landed. Elements past the tensor's extent arrive
+// as zeros. Against 16-byte cp.async copies by every thread (a K tile is 64 x 8 of them, a table
+// window 64 x 17, a PosK window 128 x 8), the copy costs the CTA two instructions. Outside sm_90a
+// images the wrappers trap (sm90a_target.h).
 #pragma once
 
 #include <cuda.h>
@@ -18,7 +19,8 @@
 namespace dflash::kernels {
 
 // Initialises the mbarrier at `barrier` (8 bytes of shared memory) for one arrival per phase, and
-// makes it visible to the async proxy; a CTA barrier must follow before anyone uses it.
+// makes it visible to the async proxy (the initialising thread may issue copies on it at once);
+// a CTA barrier must follow before other threads use it.
 __device__ __forceinline__ void MbarrierInit(uint64_t* barrier) {
 #if DFLASH_SM90A_TARGET
   asm volatile(
