@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# ncu profiles of the attention kernel on the GPU machine (the device tool), for the stall and
+# instruction breakdowns in kernels/attention/NOTES.md: per shape, ncu's details page and its
+# per-SASS-instruction source page (CSV: executed instructions and stall samples by reason).
+# Expects the carried runtime folder from `scripts/collect-runtime.sh .carry
+# build/bin/dflash-bench-attention`.
+#
+# Usage (on the GPU machine): bash bench/attention/profile_on_gpu.sh [L:positions ...]
+#   default shapes: 512:true 2048:true 2048:false (BF16, 16k tokens; positions=false is plain
+#   attention through the same kernels). Results in $OUT/prof.
+set -uo pipefail
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,10p "$0"; exit 0; fi
+export LD_LIBRARY_PATH="$PWD/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+out=${OUT:-/tmp/out}/prof
+mkdir -p "$out"
+shapes=("$@")
+(( ${#shapes[@]} )) || shapes=(512:true 2048:true 2048:false)
+for shape in "${shapes[@]}"; do
+  length=${shape%%:*}
+  positions=${shape##*:}
+  name="L${length}_pos${positions}"
+  echo "== $name"
+  ncu --clock-control none --set full --import-source no -k regex:DisentangledAttentionKernel \
+    --launch-skip 3 -c 1 -o "$out/$name" .carry/bin/dflash-bench-attention --dtypes=bf16 \
+    --lengths="$length" --positions="$positions" --accuracy=false --mnli_mix=false --repeats=3 \
+    > "$out/$name.run.txt" 2>&1
+  echo "ncu exit $?"
+  ncu -i "$out/$name.ncu-rep" --page details > "$out/$name.details.txt" 2>&1
+  ncu -i "$out/$name.ncu-rep" --page source --csv --print-source sass > "$out/$name.sass.csv" 2>&1
+  rm -f "$out/$name.ncu-rep"
+done
