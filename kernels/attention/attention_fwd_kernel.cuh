@@ -20,7 +20,8 @@
 // kernels run saturated tiles as band tiles too; the warpgroup one runs them as above, with c_i =
 // Q_i . PosK[s] computed once per CTA and p_j = K_j . PosQ[s] by wgmma beside Q K^T.
 // No bias value is gathered from global memory element by element. K (with the tile's bias
-// operands) and V are loaded one step ahead (FlashAttention-2's order, two barriers per tile).
+// operands) and V are loaded one step ahead (FlashAttention-2's order: two barriers per tile in
+// the mma.sync kernels; the warpgroup ones below).
 // With Traits::kWgmma (sm_90a, d = 64) the CTA's 4 warps issue Q K^T and P V as one warpgroup
 // (wgmma, attention_wgmma_tiles.cuh), and the Q, K, V tiles and band tiles' windows (tables) or
 // PosK / PosQ rows (computed windows, then C2P_win / P2C_win by wgmma too) arrive by TMA
@@ -65,8 +66,8 @@ struct AttentionTraits {
   static constexpr int kThreads = 32 * kWarps;
   // Resident CTAs per SM the register budget is capped for. Shared memory allows three at
   // d <= 64, which needs <= 168 registers: the table kernel gets there uncapped (168 at d = 64
-  // with CUDA 13.0, the warpgroup one 161; capping it at 168 made ptxas spill), the
-  // computed-window kernels (mma.sync ~210 uncapped; warpgroup 165) are capped, without spills.
+  // with CUDA 13.0, the warpgroup one 153; capping it at 168 made ptxas spill), the
+  // computed-window kernels (mma.sync ~210 uncapped; warpgroup 154) are capped, without spills.
   static constexpr int kMinBlocksPerSm = 2;
   static constexpr int kMinBlocksPerSmComputed = kHeadDim <= 64 ? 3 : 2;
   // TF32: float tiles and windows take 127 KB at d = 64, one CTA per SM; registers uncapped.
@@ -90,7 +91,8 @@ struct AttentionTraits {
   // With key groups (below), each group of kWarps warps has its own K, V, bias regions and
   // column terms; Q, the row terms and the slot table are shared.
   // The warpgroup kernels load Q, K and V by TMA and keep two V buffers: V(n + 1) is requested
-  // with K(n + 1), while tile n still reads V(n) (7 KB more: 72 KB, still three CTAs per SM).
+  // with K(n + 1), while tile n still reads V(n) (8.5 KB more with the slot table's margins:
+  // 73.5 KB, still three CTAs per SM).
   static constexpr int kValueBuffers = kWgmma ? 2 : 1;
   static constexpr int kQBytes = kTileElements * static_cast<int>(sizeof(Element));
   static constexpr int kGroupBytes =
@@ -166,11 +168,12 @@ __device__ __forceinline__ void CopyRowsByChunks(typename Traits::Element* tile,
 // per-copy division of a chunk index into row and column (with the 64-bit row product, the
 // rolled chunk loop was ~30% of the long-L table kernel's issued instructions, ncu). Otherwise
 // the rolled chunk loop, for the register-capped computed-window kernel, which spills with the
-// unrolled copies live next to a tile's scores.
+// unrolled copies live next to a tile's scores. (The warpgroup kernels' tiles arrive by TMA.)
 template <typename Traits, int kKeyGroups, bool kWholeCta = false, bool kRowSteps = true>
 __device__ __forceinline__ void LoadTile(typename Traits::Element* tile,
                                          const typename Traits::Element* base, int64_t row_stride,
                                          int row0, int rows) {
+  static_assert(!Traits::kWgmma, "padded tiles: the mma.sync kernels");
   constexpr int kCopiers = Traits::kThreads * (kWholeCta ? kKeyGroups : 1);
   const int thread =
       kWholeCta ? static_cast<int>(threadIdx.x) : ThreadInGroup<Traits, kKeyGroups>();
@@ -178,42 +181,23 @@ __device__ __forceinline__ void LoadTile(typename Traits::Element* tile,
     constexpr int kRowStep = kCopiers / Traits::kChunksPerRow;
     static_assert(kCopiers % Traits::kChunksPerRow == 0 && Traits::kBlockM % kRowStep == 0,
                   "whole rows per pass");
-    const int chunk = thread % Traits::kChunksPerRow;
-    const int column = chunk * Traits::kChunkElements;
-    // wgmma's 128-byte swizzle: chunk c of row r at c ^ (r % 8); kRowStep is a multiple of 8,
-    // so the thread's rows share r % 8.
-    const int stored_column =
-        Traits::kWgmma ? (chunk ^ (thread / Traits::kChunksPerRow % 8)) * 8 : column;
-    static_assert(!Traits::kWgmma || kRowStep % 8 == 0, "rows of one thread share r % 8");
+    const int column = thread % Traits::kChunksPerRow * Traits::kChunkElements;
     const int first_row = thread / Traits::kChunksPerRow;
     const int64_t step_offset = static_cast<int64_t>(kRowStep) * row_stride;
     if (row0 + Traits::kBlockM <= rows) {
-      // A whole tile (all but a sequence's last): no per-row range test and select (SASS,
-      // warpgroup kernel: 7 instructions per copy with them, 3 without).
+      // A whole tile (all but a sequence's last): no per-row range test and select (SASS: 7
+      // instructions per copy with them, 3 without).
       const typename Traits::Element* source =
           base + static_cast<int64_t>(row0 + first_row) * row_stride + column;
 #pragma unroll
       for (int step = 0; step < Traits::kBlockM / kRowStep; ++step) {
-        CpAsync16(tile + (first_row + step * kRowStep) * Traits::kRowStride + stored_column,
-                  source);
+        CpAsync16(tile + (first_row + step * kRowStep) * Traits::kRowStride + column, source);
         source += step_offset;
       }
-    } else if constexpr (Traits::kWgmma) {
-      // A fixed count of steps (thread / kChunksPerRow < kRowStep), each advancing a 64-bit row
-      // offset: with the loop bound on the row itself the compiler does not unroll the loop and
-      // forms each row's 64-bit product anew (SASS: ~12 instructions per copy). The mma.sync
-      // kernels keep that form: this one takes their tables kernel from 167 to 191 registers at
-      // d = 64 (ptxas, CUDA 13.0), one resident CTA per SM less.
-      int64_t offset = static_cast<int64_t>(row0 + first_row) * row_stride + column;
-#pragma unroll
-      for (int step = 0; step < Traits::kBlockM / kRowStep; ++step) {
-        const int row = first_row + step * kRowStep;
-        const bool valid = row0 + row < rows;
-        CpAsync16(tile + row * Traits::kRowStride + stored_column, valid ? base + offset : base,
-                  valid ? 16 : 0);
-        offset += step_offset;
-      }
     } else {
+      // Bounded by the row itself (a fixed count of steps with a 64-bit offset advanced per step
+      // takes the table kernel from 167 to 191 registers at d = 64, ptxas, CUDA 13.0: one
+      // resident CTA per SM less).
 #pragma unroll
       for (int row = first_row; row < Traits::kBlockM; row += kRowStep) {
         const bool valid = row0 + row < rows;
@@ -574,7 +558,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   };
 
   // Asynchronous copies of key tile n0's K rows and bias operands (C2P/P2C windows of a band
-  // tile), and of its V rows. The saturated column term p_j = P2C[h, j, s] (unscaled) is read
+  // tile, or PosK / PosQ rows), and, by TMA, of its V rows (the mma.sync kernels copy V at the
+  // top of the tile). The saturated column term p_j = P2C[h, j, s] (unscaled) is read
   // into a register here and stored to shared memory by store_p_saturated once the current tile is
   // done with it.
   // Held in the input type and converted at the store: converted at the load, the conversion
@@ -738,7 +723,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         // in 64-slot halves (the second only for tiles reaching more than 64 slots).
         // P2C first: its window rows (keys) are read by every warp, C2P's (queries) only by the
         // warp that stores them, so the barrier before the C2P store publishes P2C's and a warp
-        // barrier publishes C2P's (two CTA barriers per tile, not three).
+        // barrier publishes C2P's (two CTA barriers for the windows, not three; with the
+        // mid-tile barrier, three per band tile).
         uint32_t packed[kComputedWindow / 8][2];
         const bool two_halves = tile.span > kComputedWindow / 2;
         const int pairs = (tile.span + 15) / 16;

@@ -10,7 +10,7 @@
 //     and bias code applies unchanged.
 // Tiles are [64 rows, 64 elements] of 16-bit type, 128 bytes per row, 1024-byte aligned, with
 // the 128-byte swizzle: the 16-byte chunk c of row r is stored at chunk c ^ (r % 8) (PTX ISA,
-// "Shared Memory Matrix Layout"; the same bank-conflict-free pattern for the cp.async stores).
+// "Shared Memory Matrix Layout"; TMA's CU_TENSOR_MAP_SWIZZLE_128B writes it).
 //
 // On other targets (sm_80 / sm_89 images, sm_90 without the "a" features, the PTX for later GPUs)
 // the wrappers trap (sm90a_target.h): the launch code runs the warpgroup kernel only where the

@@ -559,40 +559,65 @@ INSTANTIATE_TEST_SUITE_P(HalfTypes, VariantTest,
 // Sequences of one packed batch stay apart: tile kernels read whole 64-row tiles (the warpgroup
 // ones by TMA), past a sequence's end into the next sequence's rows, and infinities there must
 // not reach this sequence's outputs (0 x inf = NaN in P V). The middle sequence's Q, K and V are
-// all +inf; the other two must still match float64, for every variant. Lengths past 1024 keep
-// the warpgroup kernels (shorter grids that leave SMs idle run the key-group kernels).
+// all +inf; the other two must still match float64 (outputs and LSE), for every variant, with
+// both position terms and with C2P alone (the absent window is read as zeros), after a long and
+// after a one-tile sequence. The 1300-token sequence keeps the warpgroup kernels (grids that
+// leave SMs idle run the key-group kernels only up to 1024 tokens).
 TEST(AttentionTest, InfinitiesStayInTheirSequence) {
   DFLASH_REQUIRE_GPU();
-  Case c;
-  c.lengths = {1100, 70, 1300};
-  c.seed = 77;
-  HostProblem host(c);
-  const size_t row = static_cast<size_t>(3 * c.heads * c.head_dim);
-  std::fill(host.qkv.begin() + host.cu_seqlens[1] * row,
-            host.qkv.begin() + host.cu_seqlens[2] * row, std::numeric_limits<float>::infinity());
-  std::vector<double> want_out;
-  std::vector<double> want_lse;
-  host.Reference(&want_out, &want_lse);
-  DeviceProblem device(host);
-  ASSERT_NO_FATAL_FAILURE(device.Upload());
-  std::vector<kernels::AttentionKernelConfig> configs =
-      kernels::AttentionCandidateConfigs(device.Problem());
-  ASSERT_FALSE(configs.empty());
-  const size_t width = static_cast<size_t>(c.heads * c.head_dim);
-  for (const kernels::AttentionKernelConfig& config : configs) {
-    SCOPED_TRACE(ConfigName(config));
-    kernels::AttentionProblem problem = device.Problem();
-    problem.config = &config;
-    std::vector<float> out;
-    std::vector<float> lse;
-    ASSERT_NO_FATAL_FAILURE(device.Run(problem, &out, &lse));
-    for (const int sequence : {0, 2}) {
-      const size_t first = host.cu_seqlens[sequence] * width;
-      const size_t last = host.cu_seqlens[sequence + 1] * width;
-      const std::vector<float> got(out.begin() + first, out.begin() + last);
-      const std::vector<double> want(want_out.begin() + first, want_out.begin() + last);
-      EXPECT_EQ(CountNonFinite(got), 0u) << "sequence " << sequence;
-      EXPECT_LE(RelativeL2(got, want), Tolerance(c.dtype)) << "sequence " << sequence;
+  for (const Positions positions : {Positions::kBoth, Positions::kC2P}) {
+    for (const std::vector<int>& lengths :
+         {std::vector<int>{1100, 70, 1300}, std::vector<int>{40, 70, 1300}}) {
+      Case c;
+      c.positions = positions;
+      c.lengths = lengths;
+      c.seed = 77 + static_cast<uint32_t>(lengths[0]);
+      HostProblem host(c);
+      const size_t row = static_cast<size_t>(3 * c.heads * c.head_dim);
+      std::fill(host.qkv.begin() + host.cu_seqlens[1] * row,
+                host.qkv.begin() + host.cu_seqlens[2] * row,
+                std::numeric_limits<float>::infinity());
+      std::vector<double> want_out;
+      std::vector<double> want_lse;
+      host.Reference(&want_out, &want_lse);
+      DeviceProblem device(host);
+      ASSERT_NO_FATAL_FAILURE(device.Upload());
+      const std::vector<kernels::AttentionKernelConfig> configs =
+          kernels::AttentionCandidateConfigs(device.Problem());
+      EXPECT_EQ(std::count_if(configs.begin(), configs.end(),
+                              [](const kernels::AttentionKernelConfig& config) {
+                                return config.mma == kernels::AttentionMma::kWarpgroup;
+                              }),
+                kernels::AttentionWgmmaRuns() ? 2 : 0);
+      const size_t width = static_cast<size_t>(c.heads * c.head_dim);
+      for (const kernels::AttentionKernelConfig& config : configs) {
+        SCOPED_TRACE(ConfigName(config) + " " + Name(positions) + " first length " +
+                     std::to_string(lengths[0]));
+        kernels::AttentionProblem problem = device.Problem();
+        problem.config = &config;
+        std::vector<float> out;
+        std::vector<float> lse;
+        ASSERT_NO_FATAL_FAILURE(device.Run(problem, &out, &lse));
+        for (const int sequence : {0, 2}) {
+          const size_t first = host.cu_seqlens[sequence];
+          const size_t last = host.cu_seqlens[sequence + 1];
+          const std::vector<float> got(out.begin() + first * width, out.begin() + last * width);
+          const std::vector<double> want(want_out.begin() + first * width,
+                                         want_out.begin() + last * width);
+          EXPECT_EQ(CountNonFinite(got), 0u) << "sequence " << sequence;
+          EXPECT_LE(RelativeL2(got, want), Tolerance(c.dtype)) << "sequence " << sequence;
+          // LSE [H, T]: this sequence's tokens of every head.
+          for (int head = 0; head < c.heads; ++head) {
+            const size_t base = static_cast<size_t>(head) * host.total;
+            const std::vector<float> got_lse(lse.begin() + base + first, lse.begin() + base + last);
+            const std::vector<double> want_head(want_lse.begin() + base + first,
+                                                want_lse.begin() + base + last);
+            EXPECT_EQ(CountNonFinite(got_lse), 0u) << "sequence " << sequence;
+            EXPECT_LE(RelativeL2(got_lse, want_head), Tolerance(c.dtype))
+                << "sequence " << sequence;
+          }
+        }
+      }
     }
   }
 }
