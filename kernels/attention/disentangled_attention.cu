@@ -411,6 +411,26 @@ cudaError_t EncodeTileMap(const Element* tensor, const AttentionParams<Element>&
                      row_elements, 64, 64, CU_TENSOR_MAP_SWIZZLE_128B, map);
 }
 
+// The warpgroup kernels' tensor maps: Q, K, V tiles, and the C2P / P2C tables' windows or, with
+// computed windows, the PosK / PosQ rows (for the position terms `params` has).
+template <typename Element>
+cudaError_t EncodeWarpgroupMaps(const AttentionProblem& p, const AttentionParams<Element>& params,
+                                bool compute_windows, AttentionTensorMaps* maps) {
+  cudaError_t error = EncodeTileMap(params.q, params, params.q_row_stride, &maps->q);
+  if (error == cudaSuccess) error = EncodeTileMap(params.k, params, params.k_row_stride, &maps->k);
+  if (error == cudaSuccess) error = EncodeTileMap(params.v, params, params.v_row_stride, &maps->v);
+  const auto encode_bias = [&](const Element* tensor, CUtensorMap* map) {
+    if (error != cudaSuccess || tensor == nullptr) return;
+    error = compute_windows
+                ? EncodePositionMap(tensor, params, p.num_heads * p.head_dim, map)
+                : EncodeWindowMap(tensor, static_cast<int64_t>(p.num_heads) * params.total_tokens,
+                                  params.slot_stride, map);
+  };
+  encode_bias(compute_windows ? params.pos_key : params.c2p, &maps->c2p);
+  encode_bias(compute_windows ? params.pos_query : params.p2c, &maps->p2c);
+  return error;
+}
+
 // The tensors, layout and sizes of `p` as kernel parameters (position fields left empty).
 template <typename Element>
 AttentionParams<Element> TensorParams(const AttentionProblem& p) {
@@ -579,62 +599,22 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
     params.slots = slots.count;
     params.slot_stride = slots.stride;
     params.slot_base = slots.first;
-    const size_t table_elements = TableElements(p);
     Element* tables = static_cast<Element*>(workspace);
-    if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
-    if (p.pos_key != nullptr) {
-      params.c2p = tables;
-      if (PositionTable(blas, params.q, p.q_row_stride, static_cast<const Element*>(p.pos_key),
-                        p.num_heads, p.head_dim, params.total_tokens, slots,
-                        const_cast<Element*>(params.c2p)) != CUBLAS_STATUS_SUCCESS) {
-        return cudaErrorUnknown;
-      }
-    }
+    if (p.pos_key != nullptr) params.c2p = tables;
+    // After the C2P table when there is one (AttentionWorkspaceBytes sizes for what is used).
     if (p.pos_query != nullptr) {
-      // After the C2P table when there is one (AttentionWorkspaceBytes sizes for what is used).
-      params.p2c =
-          tables +
-          (p.pos_key != nullptr ? AlignUp(table_elements * sizeof(Element)) / sizeof(Element) : 0);
-      if (PositionTable(blas, params.k, p.k_row_stride, static_cast<const Element*>(p.pos_query),
-                        p.num_heads, p.head_dim, params.total_tokens, slots,
-                        const_cast<Element*>(params.p2c)) != CUBLAS_STATUS_SUCCESS) {
-        return cudaErrorUnknown;
-      }
+      params.p2c = tables + (p.pos_key != nullptr
+                                 ? AlignUp(TableElements(p) * sizeof(Element)) / sizeof(Element)
+                                 : 0);
     }
   }
+  // Everything that can refuse the problem comes before the first work is queued.
   AttentionTensorMaps maps{};
   // The TF32 kernel has no warpgroup variant (CheckAttentionConfig: the default config only).
   if constexpr (!std::is_same_v<Element, float>) {
     if (config.mma == AttentionMma::kWarpgroup) {
-      cudaError_t error = EncodeTileMap(params.q, params, params.q_row_stride, &maps.q);
-      if (error == cudaSuccess)
-        error = EncodeTileMap(params.k, params, params.k_row_stride, &maps.k);
-      if (error == cudaSuccess)
-        error = EncodeTileMap(params.v, params, params.v_row_stride, &maps.v);
+      const cudaError_t error = EncodeWarpgroupMaps(p, params, compute_windows, &maps);
       if (error != cudaSuccess) return error;
-    }
-    if (config.mma == AttentionMma::kWarpgroup && compute_windows) {
-      const int heads_times_dim = p.num_heads * p.head_dim;
-      if (params.pos_key != nullptr) {
-        const cudaError_t error =
-            EncodePositionMap(params.pos_key, params, heads_times_dim, &maps.c2p);
-        if (error != cudaSuccess) return error;
-      }
-      if (params.pos_query != nullptr) {
-        const cudaError_t error =
-            EncodePositionMap(params.pos_query, params, heads_times_dim, &maps.p2c);
-        if (error != cudaSuccess) return error;
-      }
-    } else if (config.mma == AttentionMma::kWarpgroup && HasPositions(p)) {
-      const int64_t rows = static_cast<int64_t>(p.num_heads) * params.total_tokens;
-      if (params.c2p != nullptr) {
-        const cudaError_t error = EncodeWindowMap(params.c2p, rows, params.slot_stride, &maps.c2p);
-        if (error != cudaSuccess) return error;
-      }
-      if (params.p2c != nullptr) {
-        const cudaError_t error = EncodeWindowMap(params.p2c, rows, params.slot_stride, &maps.p2c);
-        if (error != cudaSuccess) return error;
-      }
     }
   }
   const int key_groups = AttentionKeyGroups(p, config, limits);
@@ -642,6 +622,22 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
   if ((key_groups == 2 && TwoGroupSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block) ||
       (key_groups == 4 && ShortSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block)) {
     return cudaErrorInvalidValue;
+  }
+  if (params.c2p != nullptr || params.p2c != nullptr) {
+    const SlotRange slots{params.slot_base, params.slots, params.slot_stride};
+    if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
+    if (params.c2p != nullptr &&
+        PositionTable(blas, params.q, p.q_row_stride, static_cast<const Element*>(p.pos_key),
+                      p.num_heads, p.head_dim, params.total_tokens, slots,
+                      const_cast<Element*>(params.c2p)) != CUBLAS_STATUS_SUCCESS) {
+      return cudaErrorUnknown;
+    }
+    if (params.p2c != nullptr &&
+        PositionTable(blas, params.k, p.k_row_stride, static_cast<const Element*>(p.pos_query),
+                      p.num_heads, p.head_dim, params.total_tokens, slots,
+                      const_cast<Element*>(params.p2c)) != CUBLAS_STATUS_SUCCESS) {
+      return cudaErrorUnknown;
+    }
   }
   if constexpr (std::is_same_v<Element, float>) {
     return LaunchTf32(p.head_dim, params, LongestSequence(p), p.num_sequences, stream);
