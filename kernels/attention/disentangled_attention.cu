@@ -392,13 +392,13 @@ cudaError_t EncodeWindowMap(const Element* table, int64_t rows, int slot_stride,
                      CU_TENSOR_MAP_SWIZZLE_NONE, map);
 }
 
-// PosK / PosQ [pos_rows, H * d] in [kComputedWindow rows, 64 elements] boxes, 128-byte swizzled
-// (the wgmma tile layout): the warpgroup computed-window kernel's staged position rows (d = 64,
-// one head's row per box row).
+// PosK / PosQ [pos_rows, H * d] (dense: pos_row_stride = H * d) in [kComputedWindow rows, 64
+// elements] boxes, 128-byte swizzled (the wgmma tile layout): the warpgroup computed-window
+// kernel's staged position rows (d = 64, one head's row per box row).
 template <typename Element>
 cudaError_t EncodePositionMap(const Element* positions, const AttentionParams<Element>& params,
-                              int heads_times_dim, CUtensorMap* map) {
-  return EncodeMap2d(positions, params.pos_rows, heads_times_dim, params.pos_row_stride,
+                              CUtensorMap* map) {
+  return EncodeMap2d(positions, params.pos_rows, params.pos_row_stride, params.pos_row_stride,
                      kComputedWindow, 64, CU_TENSOR_MAP_SWIZZLE_128B, map);
 }
 
@@ -414,17 +414,18 @@ cudaError_t EncodeTileMap(const Element* tensor, const AttentionParams<Element>&
 // The warpgroup kernels' tensor maps: Q, K, V tiles, and the C2P / P2C tables' windows or, with
 // computed windows, the PosK / PosQ rows (for the position terms `params` has).
 template <typename Element>
-cudaError_t EncodeWarpgroupMaps(const AttentionProblem& p, const AttentionParams<Element>& params,
-                                bool compute_windows, AttentionTensorMaps* maps) {
+cudaError_t EncodeWarpgroupMaps(const AttentionParams<Element>& params, bool compute_windows,
+                                AttentionTensorMaps* maps) {
   cudaError_t error = EncodeTileMap(params.q, params, params.q_row_stride, &maps->q);
   if (error == cudaSuccess) error = EncodeTileMap(params.k, params, params.k_row_stride, &maps->k);
   if (error == cudaSuccess) error = EncodeTileMap(params.v, params, params.v_row_stride, &maps->v);
   const auto encode_bias = [&](const Element* tensor, CUtensorMap* map) {
     if (error != cudaSuccess || tensor == nullptr) return;
-    error = compute_windows
-                ? EncodePositionMap(tensor, params, p.num_heads * p.head_dim, map)
-                : EncodeWindowMap(tensor, static_cast<int64_t>(p.num_heads) * params.total_tokens,
-                                  params.slot_stride, map);
+    error =
+        compute_windows
+            ? EncodePositionMap(tensor, params, map)
+            : EncodeWindowMap(tensor, static_cast<int64_t>(params.num_heads) * params.total_tokens,
+                              params.slot_stride, map);
   };
   encode_bias(compute_windows ? params.pos_key : params.c2p, &maps->c2p);
   encode_bias(compute_windows ? params.pos_query : params.p2c, &maps->p2c);
@@ -594,8 +595,11 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
     params.pos_query = static_cast<const Element*>(p.pos_query);
     params.pos_row_stride = static_cast<int64_t>(p.num_heads) * p.head_dim;
     params.pos_rows = 2 * p.positions.span;
-  } else if (HasPositions(p)) {
-    const SlotRange slots = ActiveSlots(p);
+  }
+  // The C2P / P2C tables' slots (table kernels with position terms).
+  SlotRange slots;
+  if (!compute_windows && HasPositions(p)) {
+    slots = ActiveSlots(p);
     params.slots = slots.count;
     params.slot_stride = slots.stride;
     params.slot_base = slots.first;
@@ -613,7 +617,7 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
   // The TF32 kernel has no warpgroup variant (CheckAttentionConfig: the default config only).
   if constexpr (!std::is_same_v<Element, float>) {
     if (config.mma == AttentionMma::kWarpgroup) {
-      const cudaError_t error = EncodeWarpgroupMaps(p, params, compute_windows, &maps);
+      const cudaError_t error = EncodeWarpgroupMaps(params, compute_windows, &maps);
       if (error != cudaSuccess) return error;
     }
   }
@@ -624,7 +628,6 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
     return cudaErrorInvalidValue;
   }
   if (params.c2p != nullptr || params.p2c != nullptr) {
-    const SlotRange slots{params.slot_base, params.slots, params.slot_stride};
     if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
     if (params.c2p != nullptr &&
         PositionTable(blas, params.q, p.q_row_stride, static_cast<const Element*>(p.pos_key),
