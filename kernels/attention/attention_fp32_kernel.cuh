@@ -112,6 +112,11 @@ __global__ void DisentangledAttentionFp32Kernel(const AttentionParams<float> par
     for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
       float sum = accumulator[c];
       for (int j = 0; j < count; ++j) {
+        // A masked key adds nothing, whatever its V row holds (0 x NaN would be NaN).
+        if (params.key_padding_mask != nullptr &&
+            params.key_padding_mask[seq_start + chunk + j] == 0) {
+          continue;
+        }
         sum = fmaf(probabilities[j],
                    params.v[static_cast<int64_t>(seq_start + chunk + j) * params.v_row_stride +
                             head * head_dim + c],

@@ -16,6 +16,7 @@
 #include "kernels/attention/attention_fwd_kernel.cuh"
 #include "kernels/attention/attention_short_kernel.cuh"
 #include "kernels/attention/disentangled_attention.h"
+#include "kernels/attention/masked_values.cuh"
 
 namespace dflash::kernels {
 namespace {
@@ -307,6 +308,20 @@ AttentionKernelConfig ConfigFor(const AttentionProblem& p) {
 bool UsesTables(const AttentionProblem& p) {
   return (p.dtype != DataType::kFloat32 || RunsTf32(p)) && HasPositions(p) &&
          ConfigFor(p).windows == AttentionWindows::kTables;
+}
+
+// Workspace bytes of the C2P / P2C tables of a problem whose kernel reads tables.
+size_t TableBytes(const AttentionProblem& p) {
+  const size_t table = AlignUp(TableElements(p) * DataTypeBytes(p.dtype));
+  return (p.pos_key != nullptr ? table : 0) + (p.pos_query != nullptr ? table : 0);
+}
+
+// Workspace bytes of the padded layout's V copy (masked_values.cuh), after the tables: the tile
+// kernels' (the strict float32 kernel skips masked keys itself).
+size_t MaskedValueBytes(const AttentionProblem& p) {
+  if (p.key_padding_mask == nullptr || (p.dtype == DataType::kFloat32 && !RunsTf32(p))) return 0;
+  return AlignUp(static_cast<size_t>(TotalTokens(p)) * p.num_heads * p.head_dim *
+                 DataTypeBytes(p.dtype));
 }
 
 template <typename Element>
@@ -612,6 +627,16 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
                                  : 0);
     }
   }
+  // Padded layout: the kernels read V through a copy whose masked rows are zero (after the tables
+  // in the workspace; AttentionWorkspaceBytes sizes both).
+  Element* masked_values = nullptr;
+  if (p.key_padding_mask != nullptr) {
+    masked_values = reinterpret_cast<Element*>(
+        static_cast<unsigned char*>(workspace) +
+        (params.c2p != nullptr || params.p2c != nullptr ? TableBytes(p) : 0));
+    params.v = masked_values;
+    params.v_row_stride = static_cast<int64_t>(p.num_heads) * p.head_dim;
+  }
   // Everything that can refuse the problem comes before the first work is queued.
   AttentionTensorMaps maps{};
   // The TF32 kernel has no warpgroup variant (CheckAttentionConfig: the default config only).
@@ -626,6 +651,18 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
   if ((key_groups == 2 && TwoGroupSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block) ||
       (key_groups == 4 && ShortSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block)) {
     return cudaErrorInvalidValue;
+  }
+  if (masked_values != nullptr) {
+    const int row_elements = p.num_heads * p.head_dim;
+    const int64_t chunks = static_cast<int64_t>(params.total_tokens) * row_elements *
+                           static_cast<int64_t>(sizeof(Element)) / 16;
+    constexpr int kThreads = 256;
+    const int blocks =
+        static_cast<int>(std::min<int64_t>((chunks + kThreads - 1) / kThreads, 4096));
+    MaskedValuesKernel<Element><<<blocks, kThreads, 0, stream>>>(
+        static_cast<const Element*>(p.v), p.v_row_stride, p.key_padding_mask, params.total_tokens,
+        row_elements, masked_values);
+    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
   }
   if (params.c2p != nullptr || params.p2c != nullptr) {
     if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
@@ -815,9 +852,7 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
 }
 
 size_t AttentionWorkspaceBytes(const AttentionProblem& problem) {
-  if (!UsesTables(problem)) return 0;
-  const size_t table = AlignUp(TableElements(problem) * DataTypeBytes(problem.dtype));
-  return (problem.pos_key != nullptr ? table : 0) + (problem.pos_query != nullptr ? table : 0);
+  return (UsesTables(problem) ? TableBytes(problem) : 0) + MaskedValueBytes(problem);
 }
 
 size_t AttentionMaxWorkspaceBytes(const AttentionProblem& problem) {

@@ -77,8 +77,10 @@ struct AttentionProblem {
   int total_tokens = 0;
   // Padded layout instead: when key_padding_mask is set, sequence b occupies rows
   // [b * padded_length, (b + 1) * padded_length) and mask[b * padded_length + j] == 0 removes key j
-  // (cu_seqlens is then ignored). Query rows are computed for every position; a row whose keys are
-  // all masked is written as zeros.
+  // (cu_seqlens is then ignored): a masked key contributes nothing, whatever its K and V rows hold
+  // (NaN and inf included; the tile kernels read V through a copy whose masked rows are zero, in
+  // the workspace). Query rows are computed for every position; a row whose keys are all masked
+  // is written as zeros.
   const uint8_t* key_padding_mask = nullptr;
   int padded_length = 0;
   float scale = 0.0f;
@@ -153,6 +155,8 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
 // kernel, none for the strict one. For float32 the answer depends on the current device and on
 // the problem's pointers and strides (AttentionRunsTf32): size it on the device and with the
 // tensors it will run with, or with null pointers and zero strides, which give the upper bound.
+// The padded layout adds a copy of V with masked keys' rows zeroed (H * d elements per padded row;
+// not for the strict float32 kernel, which skips masked keys itself).
 size_t AttentionWorkspaceBytes(const AttentionProblem& problem);
 // The most any candidate variant of `problem` needs (what an autotuner's workspace must hold).
 size_t AttentionMaxWorkspaceBytes(const AttentionProblem& problem);

@@ -763,8 +763,10 @@ TEST(AttentionTest, Tf32FallsBackToStrictOnMisalignedInputs) {
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(device.Problem()), 0u);
 }
 
-// The sequences of `c` packed, then right-padded to `padded` rows each (padding rows hold other
-// random values) with a key mask, both run with `config` (null: the heuristic's).
+// The sequences of `c` packed, then right-padded to `padded` rows each with a key mask, both run
+// with `config` (null: the heuristic's). Padding rows hold random queries, and keys and values
+// that are NaN, +inf or -inf: masked keys must contribute nothing (P is 0 there, but 0 x NaN is
+// NaN), and padded query rows must still come out finite.
 void CheckPaddedEqualsPacked(const Case& c, int padded,
                              const kernels::AttentionKernelConfig* config) {
   const HostProblem host(c);
@@ -786,6 +788,16 @@ void CheckPaddedEqualsPacked(const Case& c, int padded,
       std::copy_n(&host.qkv[static_cast<size_t>(host.cu_seqlens[s] + t) * width], width,
                   &padded_host.qkv[(s * padded + t) * width]);
       mask[s * padded + t] = 1;
+    }
+  }
+  const float poisons[] = {std::numeric_limits<float>::quiet_NaN(),
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity()};
+  const int q_width = c.heads * c.head_dim;
+  for (size_t s = 0; s < c.lengths.size(); ++s) {
+    for (int t = c.lengths[s]; t < padded; ++t) {
+      float* keys_and_values = &padded_host.qkv[(s * padded + t) * width + q_width];
+      for (int i = 0; i < 2 * q_width; ++i) keys_and_values[i] = poisons[(t + i) % 3];
     }
   }
   padded_host.pos_key = host.pos_key;
@@ -842,6 +854,10 @@ TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
   c.tf32 = true;
   c.lengths = {70, 5, 1030};
   CheckPaddedEqualsPacked(c, 1030, nullptr);
+  // The strict float32 path.
+  c.tf32 = false;
+  c.lengths = {70, 5, 130};
+  CheckPaddedEqualsPacked(c, 130, nullptr);
 }
 
 // Host-side checks: no GPU needed.
@@ -1003,6 +1019,32 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), table(512));
   problem.config = nullptr;
   problem.dtype = DataType::kFloat32;  // The strict path needs no tables.
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+}
+
+TEST(AttentionArgumentsTest, PaddedLayoutWorkspaceHoldsTheMaskedValueCopy) {
+  const RelativePositionIndex index(V3Positions(true));
+  kernels::AttentionProblem problem = SizingProblem(index, 128, 1000);
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);  // Packed, computed windows.
+  // Padded: 8 sequences of 125 rows; V copied as [1000, 12 * 64] bf16, rounded up to 256 bytes.
+  const uint8_t mask = 1;
+  problem.key_padding_mask = &mask;
+  problem.num_sequences = 8;
+  problem.padded_length = 125;
+  const size_t values = (1000u * 12 * 64 * 2 + 255) / 256 * 256;
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), values);
+  // After the tables when the kernel reads tables.
+  const kernels::AttentionKernelConfig tables;
+  problem.config = &tables;
+  problem.pos_query = nullptr;
+  const size_t with_tables = kernels::AttentionWorkspaceBytes(problem);
+  EXPECT_GT(with_tables, values);
+  problem.key_padding_mask = nullptr;
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), with_tables - values);
+  // The strict float32 kernel skips masked keys itself.
+  problem.key_padding_mask = &mask;
+  problem.config = nullptr;
+  problem.dtype = DataType::kFloat32;
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
 }
 
