@@ -631,6 +631,9 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
   // in the workspace; AttentionWorkspaceBytes sizes both).
   Element* masked_values = nullptr;
   if (p.key_padding_mask != nullptr) {
+    // Padded problems needed no workspace before the copy: a caller still passing none is
+    // refused rather than left to read V from null.
+    if (workspace == nullptr) return cudaErrorInvalidValue;
     masked_values = reinterpret_cast<Element*>(
         static_cast<unsigned char*>(workspace) +
         (params.c2p != nullptr || params.p2c != nullptr ? TableBytes(p) : 0));
@@ -652,6 +655,8 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
       (key_groups == 4 && ShortSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block)) {
     return cudaErrorInvalidValue;
   }
+  const bool tables = params.c2p != nullptr || params.p2c != nullptr;
+  if (tables && cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
   if (masked_values != nullptr) {
     const int row_elements = p.num_heads * p.head_dim;
     const int64_t chunks = static_cast<int64_t>(params.total_tokens) * row_elements *
@@ -664,8 +669,7 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
         row_elements, masked_values);
     if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
   }
-  if (params.c2p != nullptr || params.p2c != nullptr) {
-    if (cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
+  if (tables) {
     if (params.c2p != nullptr &&
         PositionTable(blas, params.q, p.q_row_stride, static_cast<const Element*>(p.pos_key),
                       p.num_heads, p.head_dim, params.total_tokens, slots,

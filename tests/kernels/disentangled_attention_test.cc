@@ -1024,7 +1024,8 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
 
 TEST(AttentionArgumentsTest, PaddedLayoutWorkspaceHoldsTheMaskedValueCopy) {
   const RelativePositionIndex index(V3Positions(true));
-  kernels::AttentionProblem problem = SizingProblem(index, 128, 1000);
+  // Longest sequence 125 in both layouts: the same table sizes.
+  kernels::AttentionProblem problem = SizingProblem(index, 125, 1000);
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);  // Packed, computed windows.
   // Padded: 8 sequences of 125 rows; V copied as [1000, 12 * 64] bf16, rounded up to 256 bytes.
   const uint8_t mask = 1;
@@ -1046,6 +1047,20 @@ TEST(AttentionArgumentsTest, PaddedLayoutWorkspaceHoldsTheMaskedValueCopy) {
   problem.config = nullptr;
   problem.dtype = DataType::kFloat32;
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+}
+
+// A padded problem needs the V copy's workspace: without one it is refused before any work is
+// queued (the packed control fails later, at the missing cuBLAS handle).
+TEST(AttentionArgumentsTest, PaddedLayoutWithoutWorkspaceIsRefused) {
+  const RelativePositionIndex v3(V3Positions(true));
+  kernels::AttentionProblem problem = HostOnlyProblem(v3);
+  EXPECT_EQ(kernels::DisentangledAttentionForward(problem, nullptr, nullptr, nullptr),
+            cudaErrorUnknown);
+  alignas(16) static const uint8_t kMask[16] = {};
+  problem.key_padding_mask = kMask;
+  problem.padded_length = problem.max_seqlen;
+  EXPECT_EQ(kernels::DisentangledAttentionForward(problem, nullptr, nullptr, nullptr),
+            cudaErrorInvalidValue);
 }
 
 // Computed windows copy PosK / PosQ rows in 16-byte chunks (cp.async) or by TMA: with a base that
