@@ -305,21 +305,30 @@ AttentionKernelConfig ConfigFor(const AttentionProblem& p) {
   return p.config != nullptr ? *p.config : HeuristicAttentionConfig(p);
 }
 
+// A tile kernel (half precision, or TF32) runs `p`, not the strict float32 one.
+bool RunsTileKernel(const AttentionProblem& p) {
+  return p.dtype != DataType::kFloat32 || RunsTf32(p);
+}
+
 bool UsesTables(const AttentionProblem& p) {
-  return (p.dtype != DataType::kFloat32 || RunsTf32(p)) && HasPositions(p) &&
-         ConfigFor(p).windows == AttentionWindows::kTables;
+  return RunsTileKernel(p) && HasPositions(p) && ConfigFor(p).windows == AttentionWindows::kTables;
+}
+
+// Workspace bytes of one C2P or P2C table (the P2C table starts this far in when both exist).
+size_t OneTableBytes(const AttentionProblem& p) {
+  return AlignUp(TableElements(p) * DataTypeBytes(p.dtype));
 }
 
 // Workspace bytes of the C2P / P2C tables of a problem whose kernel reads tables.
 size_t TableBytes(const AttentionProblem& p) {
-  const size_t table = AlignUp(TableElements(p) * DataTypeBytes(p.dtype));
+  const size_t table = OneTableBytes(p);
   return (p.pos_key != nullptr ? table : 0) + (p.pos_query != nullptr ? table : 0);
 }
 
 // Workspace bytes of the padded layout's V copy (masked_values.cuh), after the tables: the tile
 // kernels' (the strict float32 kernel skips masked keys itself).
 size_t MaskedValueBytes(const AttentionProblem& p) {
-  if (p.key_padding_mask == nullptr || (p.dtype == DataType::kFloat32 && !RunsTf32(p))) return 0;
+  if (p.key_padding_mask == nullptr || !RunsTileKernel(p)) return 0;
   return AlignUp(static_cast<size_t>(TotalTokens(p)) * p.num_heads * p.head_dim *
                  DataTypeBytes(p.dtype));
 }
@@ -622,11 +631,10 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
     if (p.pos_key != nullptr) params.c2p = tables;
     // After the C2P table when there is one (AttentionWorkspaceBytes sizes for what is used).
     if (p.pos_query != nullptr) {
-      params.p2c = tables + (p.pos_key != nullptr
-                                 ? AlignUp(TableElements(p) * sizeof(Element)) / sizeof(Element)
-                                 : 0);
+      params.p2c = tables + (p.pos_key != nullptr ? OneTableBytes(p) / sizeof(Element) : 0);
     }
   }
+  const bool tables = params.c2p != nullptr || params.p2c != nullptr;
   // Padded layout: the kernels read V through a copy whose masked rows are zero (after the tables
   // in the workspace; AttentionWorkspaceBytes sizes both).
   Element* masked_values = nullptr;
@@ -634,9 +642,8 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
     // Padded problems needed no workspace before the copy: a caller still passing none is
     // refused rather than left to read V from null.
     if (workspace == nullptr) return cudaErrorInvalidValue;
-    masked_values = reinterpret_cast<Element*>(
-        static_cast<unsigned char*>(workspace) +
-        (params.c2p != nullptr || params.p2c != nullptr ? TableBytes(p) : 0));
+    masked_values = reinterpret_cast<Element*>(static_cast<unsigned char*>(workspace) +
+                                               (tables ? TableBytes(p) : 0));
     params.v = masked_values;
     params.v_row_stride = static_cast<int64_t>(p.num_heads) * p.head_dim;
   }
@@ -655,7 +662,6 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
       (key_groups == 4 && ShortSharedBytes(p.head_dim) > limits.max_shared_bytes_per_block)) {
     return cudaErrorInvalidValue;
   }
-  const bool tables = params.c2p != nullptr || params.p2c != nullptr;
   if (tables && cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
   if (masked_values != nullptr) {
     const int row_elements = p.num_heads * p.head_dim;
