@@ -1,7 +1,10 @@
 #include "engine/tuning/attention_tuner.h"
 
+#include <algorithm>
 #include <limits>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -123,6 +126,32 @@ absl::StatusOr<kernels::AttentionKernelConfig> AttentionTuner::Select(
 absl::StatusOr<kernels::AttentionKernelConfig> AttentionTuner::Autotune(
     const kernels::AttentionProblem& problem, const std::string& family, cudaStream_t stream,
     void* workspace, size_t workspace_bytes) {
+  // The candidates the workspace lets run. None (a padded problem needs its V copy whatever the
+  // variant) is the caller's error: the heuristic's variant would be refused at launch too.
+  const std::vector<kernels::AttentionKernelConfig> candidates =
+      kernels::AttentionCandidateConfigs(problem);
+  if (candidates.empty()) {  // Nothing to compare: the heuristic's variant, untimed.
+    return tuned_[family] = kernels::HeuristicAttentionConfig(problem);
+  }
+  std::vector<kernels::AttentionKernelConfig> runnable;
+  std::string report;
+  size_t least_bytes = std::numeric_limits<size_t>::max();
+  for (const kernels::AttentionKernelConfig& config : candidates) {
+    kernels::AttentionProblem with = problem;
+    with.config = &config;
+    const size_t bytes = kernels::AttentionWorkspaceBytes(with);
+    least_bytes = std::min(least_bytes, bytes);
+    if (bytes > workspace_bytes) {
+      absl::StrAppend(&report, " ", ConfigLabel(config), " (workspace too small)");
+    } else {
+      runnable.push_back(config);
+    }
+  }
+  if (runnable.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("autotune ", family, ": no candidate variant runs in ", workspace_bytes,
+                     " bytes of workspace (the smallest needs ", least_bytes, ")"));
+  }
   if (blas_ == nullptr && cublasCreate(&blas_) != CUBLAS_STATUS_SUCCESS) {
     blas_ = nullptr;
     return absl::InternalError("autotune: cublasCreate failed");
@@ -130,16 +159,9 @@ absl::StatusOr<kernels::AttentionKernelConfig> AttentionTuner::Autotune(
   AttentionTiming timing;
   timing.warmup = 2;
   timing.repeats = 5;
-  kernels::AttentionKernelConfig best = kernels::HeuristicAttentionConfig(problem);
+  kernels::AttentionKernelConfig best = runnable.front();
   double best_ms = std::numeric_limits<double>::infinity();
-  std::string report;
-  for (const kernels::AttentionKernelConfig& config : kernels::AttentionCandidateConfigs(problem)) {
-    kernels::AttentionProblem with = problem;
-    with.config = &config;
-    if (kernels::AttentionWorkspaceBytes(with) > workspace_bytes) {
-      absl::StrAppend(&report, " ", ConfigLabel(config), " (workspace too small)");
-      continue;
-    }
+  for (const kernels::AttentionKernelConfig& config : runnable) {
     DFLASH_ASSIGN_OR_RETURN(const double ms,
                             TimeAttention(problem, config, workspace, blas_, stream, timing));
     absl::StrAppend(&report, " ", ConfigLabel(config), " ", ms, " ms");

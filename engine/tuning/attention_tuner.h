@@ -61,8 +61,9 @@ class AttentionTuner {
   // The variant for `problem` (its config field is ignored). In autotune mode the first problem
   // of a family runs every candidate whose workspace fits in `workspace_bytes` on `stream`
   // (writing problem.out and lse), synchronizing the stream; pass a workspace of
-  // kernels::AttentionMaxWorkspaceBytes(problem) bytes to let every candidate compete. Other
-  // modes touch neither the device nor the workspace.
+  // kernels::AttentionMaxWorkspaceBytes(problem) bytes to let every candidate compete
+  // (InvalidArgument when none fits: a padded problem needs a copy of V whatever the variant).
+  // Other modes touch neither the device nor the workspace.
   absl::StatusOr<kernels::AttentionKernelConfig> Select(const kernels::AttentionProblem& problem,
                                                         cudaStream_t stream, void* workspace,
                                                         size_t workspace_bytes);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "engine/model/model_config.h"
 #include "engine/model/relative_position.h"
 #include "engine/tuning/attention_family.h"
@@ -487,6 +489,34 @@ TEST_F(TunerTest, BrokenProfileInTheDirectoryIsAnError) {
   absl::StatusOr<std::unique_ptr<AttentionTuner>> tuner = Make(TuningMode::kProfile, "auto");
   ASSERT_FALSE(tuner.ok());
   EXPECT_THAT(std::string(tuner.status().message()), HasSubstr("zz.yaml:5: cuda:"));
+}
+
+// A padded problem needs a copy of V in the workspace whatever the variant: autotuning it without
+// one is refused before any candidate runs (no device needed), not answered with a variant that
+// would be refused at launch.
+TEST(AutotuneTest, PaddedProblemWithoutWorkspaceIsRefused) {
+  const RelativePositionIndex index(V3Positions());
+  kernels::AttentionProblem problem = Problem(index, 512);
+  alignas(16) static uint8_t mask = 1;
+  problem.key_padding_mask = &mask;
+  problem.padded_length = 512;
+  AttentionTunerOptions options;
+  options.mode = TuningMode::kAutotune;
+  auto tuner = AttentionTuner::CreateForDevice(options, H200());
+  ASSERT_TRUE(tuner.ok()) << tuner.status();
+  // The V copy alone: 512 rows x 12 heads x 64 x 2 bytes.
+  ASSERT_GT(kernels::AttentionMaxWorkspaceBytes(problem), 512u * 12 * 64 * 2);
+  for (size_t bytes : {size_t{0}, size_t{4096}}) {
+    absl::StatusOr<AttentionKernelConfig> config =
+        (*tuner)->Select(problem, nullptr, nullptr, bytes);
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(
+        std::string(config.status().message()),
+        HasSubstr(absl::StrCat("bf16/d64/padded/c2p+p2c/L512: no candidate variant runs in ", bytes,
+                               " bytes of workspace")));
+  }
+  EXPECT_THAT((*tuner)->Describe(), HasSubstr("autotune (0 families tuned"));
 }
 
 // On a GPU: the first problem of a family times the candidates, later ones reuse the winner.
