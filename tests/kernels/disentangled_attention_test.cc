@@ -849,6 +849,26 @@ TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
       CheckPaddedEqualsPacked(c, 1300, &warpgroup);
     }
   }
+  // The mma.sync tile kernels, pinned (on an H100 / H200 the heuristic runs the warpgroup ones at
+  // d = 64): tables and computed windows with one key group, and the two-group computed-window
+  // kernel; then d = 128 (tables) and d = 32 (computed windows), the heuristic's.
+  c.lengths = {1100, 5, 1300};
+  for (const kernels::AttentionWindows windows :
+       {kernels::AttentionWindows::kTables, kernels::AttentionWindows::kComputed}) {
+    for (const int key_groups : {1, 2}) {
+      if (windows == kernels::AttentionWindows::kTables && key_groups == 2) continue;
+      kernels::AttentionKernelConfig sync;
+      sync.windows = windows;
+      sync.min_blocks_per_sm = windows == kernels::AttentionWindows::kTables ? 2 : 3;
+      sync.key_groups = key_groups;
+      CheckPaddedEqualsPacked(c, 1300, &sync);
+    }
+  }
+  for (const int head_dim : {128, 32}) {
+    Case other = c;
+    other.head_dim = head_dim;
+    CheckPaddedEqualsPacked(other, 1300, nullptr);
+  }
   // The TF32 kernel.
   c.dtype = DataType::kFloat32;
   c.tf32 = true;
