@@ -511,6 +511,22 @@ cudaError_t LaunchTensorCore(const AttentionParams<Element>& params,
       num_sequences, stream, maps);
 }
 
+// The padded layout's copy of V [tokens, H * d] with masked keys' rows zeroed, into `out`
+// (masked_values.cuh): a grid-stride pass of 16-byte chunks, at most 4096 blocks.
+template <typename Element>
+cudaError_t LaunchMaskedValues(const AttentionProblem& p, int tokens, Element* out,
+                               cudaStream_t stream) {
+  const int row_elements = p.num_heads * p.head_dim;
+  const int64_t chunks =
+      static_cast<int64_t>(tokens) * row_elements * static_cast<int64_t>(sizeof(Element)) / 16;
+  constexpr int kThreads = 256;
+  const int blocks = static_cast<int>(std::min<int64_t>((chunks + kThreads - 1) / kThreads, 4096));
+  MaskedValuesKernel<Element><<<blocks, kThreads, 0, stream>>>(static_cast<const Element*>(p.v),
+                                                               p.v_row_stride, p.key_padding_mask,
+                                                               tokens, row_elements, out);
+  return cudaGetLastError();
+}
+
 // The short-sequence kernel: 32-row blocks of sequences <= kShortMaxKeys.
 template <int kHeadDim, typename Element>
 cudaError_t LaunchShort(const AttentionParams<Element>& params, int longest, int num_sequences,
@@ -664,16 +680,8 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
   }
   if (tables && cublasSetStream(blas, stream) != CUBLAS_STATUS_SUCCESS) return cudaErrorUnknown;
   if (masked_values != nullptr) {
-    const int row_elements = p.num_heads * p.head_dim;
-    const int64_t chunks = static_cast<int64_t>(params.total_tokens) * row_elements *
-                           static_cast<int64_t>(sizeof(Element)) / 16;
-    constexpr int kThreads = 256;
-    const int blocks =
-        static_cast<int>(std::min<int64_t>((chunks + kThreads - 1) / kThreads, 4096));
-    MaskedValuesKernel<Element><<<blocks, kThreads, 0, stream>>>(
-        static_cast<const Element*>(p.v), p.v_row_stride, p.key_padding_mask, params.total_tokens,
-        row_elements, masked_values);
-    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
+    const cudaError_t error = LaunchMaskedValues(p, params.total_tokens, masked_values, stream);
+    if (error != cudaSuccess) return error;
   }
   if (tables) {
     if (params.c2p != nullptr &&
