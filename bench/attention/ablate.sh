@@ -4,17 +4,19 @@
 # the results are wrong) and, on the GPU machine, times each build beside the unmodified one in the
 # same call. Variants: base (the hooks, none set), noc2p / nop2c (no C2P / P2C window MMAs or
 # stores; the barriers stay), nowin (neither), nobias (no per-element bias on band tiles), smem2
-# (unchanged code given 100,000 bytes of shared memory: two CTAs per SM instead of three).
+# (unchanged code given 100,000 bytes of shared memory: two CTAs per SM instead of three),
+# nowinbar (no CTA barrier between a window's MMAs and its in-place store), nomid (no barrier
+# before the next tile's TMA). The barrier variants race: each run has a 60 s limit.
 #
-# Usage: bash bench/attention/ablate.sh build DIR   here: builds the six binaries into DIR from a
+# Usage: bash bench/attention/ablate.sh build DIR   here: builds the eight binaries into DIR from a
 #          scratch worktree of HEAD (the checkout is not touched; minutes per variant on 2 cores)
 #        bash bench/attention/ablate.sh run [ROUNDS] on the GPU machine, after
 #          `scripts/collect-runtime.sh .carry DIR/bench-*` here: ROUNDS (2) rounds of every
 #          variant, BF16 16k tokens, L = 128 ... 8192; one line of ms per variant and round, the
 #          benchmark's rows in $OUT/ablation/<variant>-<round>.txt
 set -euo pipefail
-usage() { sed -n 2,15p "$0" | sed 's/^# \{0,1\}//'; }
-variants=(base noc2p nop2c nowin nobias smem2)
+usage() { sed -n 2,16p "$0" | sed 's/^# \{0,1\}//'; }
+variants=(base noc2p nop2c nowin nobias smem2 nowinbar nomid)
 defines() {
   case "$1" in
     base) echo "" ;;
@@ -23,6 +25,8 @@ defines() {
     nowin) printf '#define ABL_NO_C2P\n#define ABL_NO_P2C\n' ;;
     nobias) echo "#define ABL_NO_BIAS true" ;;
     smem2) echo "#define ABL_SMEM 100000" ;;
+    nowinbar) echo "#define ABL_NO_WINDOW_BARRIERS true" ;;
+    nomid) echo "#define ABL_NO_MID_BARRIER true" ;;
   esac
 }
 case "${1:-}" in
@@ -58,8 +62,8 @@ case "${1:-}" in
     echo "ms at L = 128 512 1024 2048 8192"
     for round in $(seq "$rounds"); do
       for variant in "${variants[@]}"; do
-        .carry/bin/bench-"$variant" --dtypes=bf16 --accuracy=false --mnli_mix=false \
-          --lengths=128,512,1024,2048,8192 | grep '^uniform' > "$out/$variant-$round.txt"
+        timeout 60 .carry/bin/bench-"$variant" --dtypes=bf16 --accuracy=false --mnli_mix=false \
+          --lengths=128,512,1024,2048,8192 | grep '^uniform' > "$out/$variant-$round.txt" || true
         echo "$variant round $round: $(awk '{printf "%s ", $7}' "$out/$variant-$round.txt")"
       done
     done
