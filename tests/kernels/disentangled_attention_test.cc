@@ -364,14 +364,20 @@ kernels::AttentionKernelConfig ShortKernelConfig() {
   return config;
 }
 
-// A warpgroup kernel (AttentionMma::kWarpgroup) with its one register cap: tables 2, computed
-// windows 3.
-kernels::AttentionKernelConfig WarpgroupConfig(kernels::AttentionWindows windows) {
+// A tile kernel with the register cap the heuristic gives it: tables 2 (the only one compiled),
+// computed windows 3; key groups left to the launch.
+kernels::AttentionKernelConfig TileKernelConfig(kernels::AttentionMma mma,
+                                                kernels::AttentionWindows windows) {
   kernels::AttentionKernelConfig config;
-  config.mma = kernels::AttentionMma::kWarpgroup;
+  config.mma = mma;
   config.windows = windows;
   config.min_blocks_per_sm = windows == kernels::AttentionWindows::kTables ? 2 : 3;
   return config;
+}
+
+// A warpgroup kernel (AttentionMma::kWarpgroup).
+kernels::AttentionKernelConfig WarpgroupConfig(kernels::AttentionWindows windows) {
+  return TileKernelConfig(kernels::AttentionMma::kWarpgroup, windows);
 }
 
 // Computed windows with the key tiles of each CTA in one warp group and split over two, pinned
@@ -857,9 +863,7 @@ TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
        {kernels::AttentionWindows::kTables, kernels::AttentionWindows::kComputed}) {
     for (const int key_groups : {1, 2}) {
       if (windows == kernels::AttentionWindows::kTables && key_groups == 2) continue;
-      kernels::AttentionKernelConfig sync;
-      sync.windows = windows;
-      sync.min_blocks_per_sm = windows == kernels::AttentionWindows::kTables ? 2 : 3;
+      kernels::AttentionKernelConfig sync = TileKernelConfig(kernels::AttentionMma::kSync, windows);
       sync.key_groups = key_groups;
       CheckPaddedEqualsPacked(c, 1300, &sync);
     }
