@@ -768,8 +768,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 
     // S = Q K^T: [16, 64] per warp, plus p_j on saturated tiles: the accumulators start at the
     // column term (exact, in float32), so the bias costs no per-element instruction there.
-    // (The warpgroup computed-window kernel's first wgmma k-step overwrites s: no zeroing. The
-    // table kernel keeps the zeroing: with two forms of its Q K^T it ran 3% slower at L = 8192.)
+    // (The warpgroup computed-window kernel's first wgmma k-step overwrites s on saturated and
+    // plain tiles: no zeroing; its band tiles start s at their bias. The table kernel keeps the
+    // zeroing: with two forms of its Q K^T it ran 3% slower at L = 8192.)
     float s[kNTiles][4];
     const bool column_terms_first = !kSaturatedComputed && has_positions && tile.saturated;
     if (column_terms_first) {
@@ -783,10 +784,72 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
     }
+    // score += C2P_win + P2C_win (each only where that term exists, unless kBothWindows), or with
+    // `assign`, score = C2P_win + P2C_win (kBothWindows only).
+    auto accumulate = [&](float& score, const Element* c2p, const Element* p2c, bool assign) {
+      if (assign) {
+        score = ToFloat(*c2p) + ToFloat(*p2c);
+        return;
+      }
+      if (kBothWindows || has_c2p) score += ToFloat(*c2p);
+      if (kBothWindows || has_p2c) score += ToFloat(*p2c);
+    };
+    // C2P_win + P2C_win per score of a band tile whose slots are linear in the delta (read at
+    // compile-time offsets) or looked up in the shared table, into acc by accumulate().
+    auto window_bias = [&](float(&acc)[kNTiles][4], bool assign) {
+      if (tile.linear) {
+        // Window slot of element (row i, key j) = slot_zero + (i - j) - slot_base - window0: with
+        // j = n0 + 8t + 2 quad + e, the row part is per thread and the column part compile-time,
+        // so C2P_win[i, .] and P2C_win[j, .] (row stride kSlotWindow) are read at fixed offsets.
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int slot0 =
+              params.slot_zero + query[r] - n0 - quad * 2 - params.slot_base - tile.window0;
+          const Element* c2p_row = sC2P + row_local[r] * kSlotWindow + slot0;
+          const Element* p2c_row = sP2C + quad * 2 * kSlotWindow + slot0;
+#pragma unroll
+          for (int t = 0; t < kNTiles; ++t) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int column = t * 8 + e;  // Past quad * 2.
+              accumulate(acc[t][2 * r + e], c2p_row - column, p2c_row + column * (kSlotWindow - 1),
+                         assign);
+            }
+          }
+        }
+      } else {
+        // The tile's deltas lie within the shared table's margins (kLutPad): no clamp. Per score, a
+        // table load at a compile-time offset from the row's entry, two address adds and the two
+        // window loads (ncu, L = 512: the clamped form below took 12.7 instructions per score).
+        const int window_base = params.slot_base + tile.window0;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          // lut_row[-column] = idx(query - (n0 + 2 quad + column)).
+          const int16_t* lut_row = sLut + (query[r] - n0 - quad * 2 + params.band);
+          const Element* c2p_row = sC2P + (row_local[r] * kSlotWindow - window_base);
+          const Element* p2c_rows = sP2C + (quad * 2 * kSlotWindow - window_base);
+#pragma unroll
+          for (int t = 0; t < kNTiles; ++t) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int column = t * 8 + e;  // Past quad * 2.
+              const int slot = lut_row[-column];
+              accumulate(acc[t][2 * r + e], c2p_row + slot, p2c_rows + column * kSlotWindow + slot,
+                         assign);
+            }
+          }
+        }
+      }
+    };
     if constexpr (kSaturatedComputed) {
       if (has_p2c && tile.saturated) {
         WgmmaScoresWithColumnTerm<Traits>(s, sQ, sK, sSaturatedPositions + (tile.high ? 2 : 3) * D,
                                           quad);
+      } else if (has_positions && !tile.saturated) {
+        // The band tile's bias first, s = C2P_win + P2C_win, then s += Q K^T: one add per score
+        // fewer than adding the bias to Q K^T (same-call A/B on the H200: 1-2% at every length).
+        window_bias(s, true);
+        WgmmaScores<Traits, true>(s, sQ, sK);
       } else {
         WgmmaScores<Traits>(s, sQ, sK);
       }
@@ -801,7 +864,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // Scores to the exp2 domain: exp2 argument = s * score_scale + row_offset. Every tile keeps
     // s unscaled and folds the scale (and, saturated, the row term c_i) into the exponent's FFMA,
     // as FlashAttention-2 does; band tiles add C2P_win + P2C_win per element here (a table lookup
-    // and two LDS, or two LDS at compile-time offsets on linear tiles). The tile class is uniform
+    // and two LDS, or two LDS at compile-time offsets on linear tiles), except in the warpgroup
+    // computed-window kernel, where they start Q K^T's accumulators. The tile class is uniform
     // across the CTA: no divergence.
     const float score_scale = params.scale_log2;
     float row_offset[2] = {0.0f, 0.0f};
@@ -811,52 +875,10 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       const float* c_saturated = sCSaturated + (tile.high ? 0 : Traits::kBlockM);
       row_offset[0] = c_saturated[row_local[0]];
       row_offset[1] = c_saturated[row_local[1]];
-    } else if (tile.linear) {
-      // Window slot of element (row i, key j) = slot_zero + (i - j) - slot_base - window0: with
-      // j = n0 + 8t + 2 quad + e, the row part is per thread and the column part compile-time,
-      // so C2P_win[i, .] and P2C_win[j, .] (row stride kSlotWindow) are read at fixed offsets.
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int slot0 =
-            params.slot_zero + query[r] - n0 - quad * 2 - params.slot_base - tile.window0;
-        const Element* c2p_row = sC2P + row_local[r] * kSlotWindow + slot0;
-        const Element* p2c_row = sP2C + quad * 2 * kSlotWindow + slot0;
-#pragma unroll
-        for (int t = 0; t < kNTiles; ++t) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int column = t * 8 + e;  // Past quad * 2.
-            if (kBothWindows || has_c2p) s[t][2 * r + e] += ToFloat(c2p_row[-column]);
-            if (kBothWindows || has_p2c) {
-              s[t][2 * r + e] += ToFloat(p2c_row[column * (kSlotWindow - 1)]);
-            }
-          }
-        }
-      }
-    } else if (kSaturatedTiles && lut_in_shared) {
-      // The tile's deltas lie within the shared table's margins (kLutPad): no clamp. Per score, a
-      // table load at a compile-time offset from the row's entry, two address adds and the two
-      // window loads (ncu, L = 512: the clamped form below took 12.7 instructions per score).
-      const int window_base = params.slot_base + tile.window0;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        // lut_row[-column] = idx(query - (n0 + 2 quad + column)).
-        const int16_t* lut_row = sLut + (query[r] - n0 - quad * 2 + params.band);
-        const Element* c2p_row = sC2P + (row_local[r] * kSlotWindow - window_base);
-        const Element* p2c_rows = sP2C + (quad * 2 * kSlotWindow - window_base);
-#pragma unroll
-        for (int t = 0; t < kNTiles; ++t) {
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int column = t * 8 + e;  // Past quad * 2.
-            const int slot = lut_row[-column];
-            if (kBothWindows || has_c2p) s[t][2 * r + e] += ToFloat(c2p_row[slot]);
-            if (kBothWindows || has_p2c) {
-              s[t][2 * r + e] += ToFloat(p2c_rows[column * kSlotWindow + slot]);
-            }
-          }
-        }
-      }
+    } else if (kSaturatedComputed) {
+      // Band tile: the bias was added with Q K^T.
+    } else if (tile.linear || (kSaturatedTiles && lut_in_shared)) {
+      window_bias(s, false);
     } else {
       // Tiles of any delta (the mma.sync computed-window kernels run saturated tiles here too), or
       // the table in global memory: deltas clamped to the band.
