@@ -6,17 +6,24 @@
 # stores; the barriers stay), nowin (neither), nobias (no per-element bias on band tiles), smem2
 # (unchanged code given 100,000 bytes of shared memory: two CTAs per SM instead of three),
 # nowinbar (no CTA barrier between a window's MMAs and its in-place store), nomid (no barrier
-# before the next tile's TMA). The barrier variants race: each run has a 60 s limit.
+# before the next tile's TMA), reg4 (registers capped at 128, for four CTAs per SM), alias (one V
+# buffer, one bias region for both windows: 47,906 bytes of shared memory), occ4 (alias and reg4:
+# four CTAs, sixteen warps per SM), seq (a window's two halves one after the other: 126 registers
+# uncapped), occ4seq (occ4 with seq: four CTAs without spills or serialised wgmma), occ4late
+# (occ4seq with the copy schedule of a four-CTA layout that fits: V(n) and tile n's PosK rows
+# issued late, one more CTA barrier per tile). The barrier and alias variants race: each run has a
+# 60 s limit. ABLATE_VARIANTS="base reg4 ..." limits a build or a run to those variants.
 #
-# Usage: bash bench/attention/ablate.sh build DIR   here: builds the eight binaries into DIR from a
-#          scratch worktree of HEAD (the checkout is not touched; minutes per variant on 2 cores)
+# Usage: bash bench/attention/ablate.sh build DIR   here: builds the variants' binaries into DIR from a
+#          scratch worktree of ABLATE_BASE (the checkout is not touched; minutes per variant on 2 cores)
+#          (ABLATE_BASE, default 4eaaa4b: the v8.1 kernel, which the patch is made against)
 #        bash bench/attention/ablate.sh run [ROUNDS] on the GPU machine, after
 #          `scripts/collect-runtime.sh .carry DIR/bench-*` here: ROUNDS (2) rounds of every
 #          variant, BF16 16k tokens, L = 128 ... 8192; one line of ms per variant and round, the
 #          benchmark's rows in $OUT/ablation/<variant>-<round>.txt
 set -euo pipefail
-usage() { sed -n 2,16p "$0" | sed 's/^# \{0,1\}//'; }
-variants=(base noc2p nop2c nowin nobias smem2 nowinbar nomid)
+usage() { sed -n 2,23p "$0" | sed 's/^# \{0,1\}//'; }
+read -r -a variants <<< "${ABLATE_VARIANTS:-base noc2p nop2c nowin nobias smem2 nowinbar nomid reg4 alias occ4 seq occ4seq occ4late}"
 defines() {
   case "$1" in
     base) echo "" ;;
@@ -27,6 +34,13 @@ defines() {
     smem2) echo "#define ABL_SMEM 100000" ;;
     nowinbar) echo "#define ABL_NO_WINDOW_BARRIERS true" ;;
     nomid) echo "#define ABL_NO_MID_BARRIER true" ;;
+    reg4) echo "#define ABL_REG4" ;;
+    alias) echo "#define ABL_ALIAS" ;;
+    occ4) printf '#define ABL_ALIAS\n#define ABL_REG4\n' ;;
+    seq) echo "#define ABL_SEQ_HALVES" ;;
+    occ4seq) printf '#define ABL_ALIAS\n#define ABL_REG4\n#define ABL_SEQ_HALVES\n' ;;
+    occ4late)
+      printf '#define ABL_ALIAS\n#define ABL_REG4\n#define ABL_SEQ_HALVES\n#define ABL_LATE\n' ;;
   esac
 }
 case "${1:-}" in
@@ -38,9 +52,11 @@ case "${1:-}" in
     patch=$(cd "$(dirname "$0")" && pwd)/ablation_hooks.patch
     scratch=$(mktemp -d)
     trap 'git -C "$repo" worktree remove --force "$scratch/src" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
-    git -C "$repo" worktree add --detach "$scratch/src" HEAD >/dev/null
+    git -C "$repo" worktree add --detach "$scratch/src" "${ABLATE_BASE:-4eaaa4b}" >/dev/null
     cd "$scratch/src"
     git apply "$patch"
+    # reg4 / occ4 spill (48 bytes): timing builds allow it.
+    sed -i 's/ -Xptxas=-warn-spills//' kernels/CMakeLists.txt
     cp kernels/attention/attention_fwd_kernel.cuh "$scratch/kernel"
     cp kernels/attention/disentangled_attention.cu "$scratch/host"
     cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$scratch/cmake.log"
