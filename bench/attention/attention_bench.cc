@@ -51,6 +51,10 @@ ABSL_FLAG(std::string, mma, "",
 ABSL_FLAG(std::string, windows, "",
           "Pin AttentionKernelConfig::windows on the built-in variant (tables, or computed: "
           "d <= 64), with that kernel's default register cap; empty runs the built-in choice.");
+ABSL_FLAG(int, min_blocks, 0,
+          "With --mma / --windows: pin AttentionKernelConfig::min_blocks_per_sm instead of the "
+          "kernel's default cap (4: the warpgroup computed-window kernel at four CTAs per SM); 0 "
+          "keeps the default.");
 
 namespace {
 
@@ -185,6 +189,9 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, const Pre
     // The pinned kernel's default register cap (either instruction set): tables 2, computed
     // windows 3.
     pinned.min_blocks_per_sm = pinned.windows == AttentionWindows::kTables ? 2 : 3;
+    if (absl::GetFlag(FLAGS_min_blocks) > 0) {
+      pinned.min_blocks_per_sm = absl::GetFlag(FLAGS_min_blocks);
+    }
     if (pinned.mma == AttentionMma::kWarpgroup) pinned.key_groups = 0;
     p.config = &pinned;
   }

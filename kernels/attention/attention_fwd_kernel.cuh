@@ -67,7 +67,9 @@ struct AttentionTraits {
   // Resident CTAs per SM the register budget is capped for. Shared memory allows three at
   // d <= 64, which needs <= 168 registers: the table kernel gets there uncapped (168 at d = 64
   // with CUDA 13.0, the warpgroup one 153; capping it at 168 made ptxas spill), the
-  // computed-window kernels (mma.sync ~210 uncapped; warpgroup 154) are capped, without spills.
+  // computed-window kernels (mma.sync ~210 uncapped; warpgroup 142) are capped, without spills.
+  // The warpgroup computed-window kernel is also built for four CTAs per SM (kMinBlocks 4: 128
+  // registers with its window halves issued one after the other, kValuesInC2P's layout).
   static constexpr int kMinBlocksPerSm = 2;
   static constexpr int kMinBlocksPerSmComputed = kHeadDim <= 64 ? 3 : 2;
   // TF32: float tiles and windows take 127 KB at d = 64, one CTA per SM; registers uncapped.
@@ -118,6 +120,11 @@ struct AttentionTraits {
     return kQBytes + key_groups * kGroupBytes + kCommonBytes;
   }
   static constexpr int kSharedBytes = SharedBytes(1);
+  // The warpgroup computed-window kernel at four CTAs per SM (kMinBlocks 4): no V buffers of its
+  // own, V(n) goes to the C2P region once tile n's bias is read (57,122 bytes at d = 64: four CTAs
+  // and their 1 KB reservations fit the H100 / H200's 228 KB).
+  static constexpr int kValuesInC2PSharedBytes =
+      kSharedBytes - kValueBuffers * kTileElements * static_cast<int>(sizeof(Element));
   static constexpr int kChunksPerRow = kHeadDim / kChunkElements;
   static_assert(kBlockM == kBlockN, "tile loaders assume square tiles");
   static_assert(kQBytes % 16 == 0 && kGroupBytes % 16 == 0,
@@ -379,15 +386,22 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   extern __shared__ __align__(1024) unsigned char shared_bytes[];
   Element* sQ = reinterpret_cast<Element*>(shared_bytes);
   unsigned char* group_bytes = shared_bytes + Traits::kQBytes + key_group * Traits::kGroupBytes;
+  // kValuesInC2P (the warpgroup computed-window kernel capped for four CTAs per SM): V has no
+  // buffer of its own; V(n) is copied into the C2P region after tile n's bias has been read, and
+  // tile n + 1's PosK rows after P V(n). The shared memory then fits four CTAs per SM.
+  constexpr bool kValuesInC2P = Traits::kWgmma && kComputeWindows && kMinBlocks == 4;
   Element* sK = reinterpret_cast<Element*>(group_bytes);
-  Element* sV = sK + Traits::kTileElements;  // kValueBuffers tiles.
-  Element* sC2P = sV + Traits::kValueBuffers * Traits::kTileElements;
+  Element* sC2P = sK + (1 + (kValuesInC2P ? 0 : Traits::kValueBuffers)) * Traits::kTileElements;
+  Element* sV = kValuesInC2P ? sC2P : sK + Traits::kTileElements;  // kValueBuffers tiles.
   Element* sP2C = sC2P + Traits::kBiasRegionElements;
   float* sPSaturated = reinterpret_cast<float*>(sP2C + Traits::kBiasRegionElements);
-  unsigned char* common_bytes = shared_bytes + Traits::kQBytes + kKeyGroups * Traits::kGroupBytes;
+  unsigned char* common_bytes =
+      kValuesInC2P ? reinterpret_cast<unsigned char*>(sPSaturated + Traits::kBlockN)
+                   : shared_bytes + Traits::kQBytes + kKeyGroups * Traits::kGroupBytes;
   // The warpgroup kernels' TMA copies complete on: key_barrier (K and the tile's bias operands;
   // phase parity = tile index % 2), value_barriers[b] (V buffer b; tile n uses b = n % 2, parity
-  // n / 2 % 2), query_barrier (Q, once).
+  // n / 2 % 2; kValuesInC2P: V(n) and the PosK rows, issue_values below), query_barrier (Q,
+  // once).
   uint64_t* key_barrier = reinterpret_cast<uint64_t*>(common_bytes);
   uint64_t* value_barriers = key_barrier + 1;
   uint64_t* query_barrier = key_barrier + 3;
@@ -578,22 +592,26 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         constexpr uint32_t kBiasBytes =
             (kComputeWindows ? Traits::kPositionWindowElements : Traits::kWindowElements) *
             sizeof(Element);
+        // (kValuesInC2P: the PosK rows and V come later, issue_pos_key and issue_values.)
+        const bool c2p_rows = band && has_c2p && !kValuesInC2P;
         MbarrierArriveExpectBytes(key_barrier, Traits::kTileElements * sizeof(Element) +
-                                                   (band && has_c2p ? kBiasBytes : 0) +
+                                                   (c2p_rows ? kBiasBytes : 0) +
                                                    (band && has_p2c ? kBiasBytes : 0));
         TmaLoad2d(sK, &maps.k, head * D, seq_start + n0, key_barrier);
         if (band && kComputeWindows) {
-          if (has_c2p) TmaLoad2d(sC2P, &maps.c2p, head * D, tile.window0, key_barrier);
+          if (c2p_rows) TmaLoad2d(sC2P, &maps.c2p, head * D, tile.window0, key_barrier);
           if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, head * D, tile.window0, key_barrier);
         } else if (band) {
           const int row = static_cast<int>(table_base);
           if (has_c2p) TmaLoad2d(sC2P, &maps.c2p, tile.window0, row + m0, key_barrier);
           if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, tile.window0, row + n0, key_barrier);
         }
-        uint64_t* value_barrier = value_barriers + n0 / kN % 2;
-        MbarrierArriveExpectBytes(value_barrier, Traits::kTileElements * sizeof(Element));
-        TmaLoad2d(sV + n0 / kN % 2 * Traits::kTileElements, &maps.v, head * D, seq_start + n0,
-                  value_barrier);
+        if constexpr (!kValuesInC2P) {
+          uint64_t* value_barrier = value_barriers + n0 / kN % 2;
+          MbarrierArriveExpectBytes(value_barrier, Traits::kTileElements * sizeof(Element));
+          TmaLoad2d(sV + n0 / kN % 2 * Traits::kTileElements, &maps.v, head * D, seq_start + n0,
+                    value_barrier);
+        }
       }
     } else {
       LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(sK, k_base, params.k_row_stride, n0,
@@ -629,6 +647,22 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
           params.p2c[(table_base + key) * params.slot_stride + slot - params.slot_base];
     }
   };
+  // kValuesInC2P: the C2P region holds tile n's PosK rows, then its C2P window, then V(n). Thread
+  // 0 issues V(n) after the barrier that follows tile n's bias (value_barriers[0], parity n % 2)
+  // and, after the barrier that follows P V(n), tile n + 1's PosK rows if it is a band tile
+  // (pos_key_barrier, parity: the band tiles before it, pos_key_tiles, % 2).
+  uint64_t* pos_key_barrier = value_barriers + 1;
+  int pos_key_tiles = 0;
+  auto issue_values = [&](int n0) {
+    MbarrierArriveExpectBytes(value_barriers, Traits::kTileElements * sizeof(Element));
+    TmaLoad2d(sV, &maps.v, head * D, seq_start + n0, value_barriers);
+  };
+  auto issue_pos_key = [&](int n0) {
+    if (has_c2p && !classify(n0).saturated) {
+      MbarrierArriveExpectBytes(pos_key_barrier, Traits::kPositionWindowElements * sizeof(Element));
+      TmaLoad2d(sC2P, &maps.c2p, head * D, classify(n0).window0, pos_key_barrier);
+    }
+  };
   auto store_p_saturated = [&]() {
     const int thread = ThreadInGroup<Traits, kKeyGroups>();
     if (!kComputeWindows && thread < kN) sPSaturated[thread] = ToFloat(p_saturated_next);
@@ -643,6 +677,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // (A group without tiles commits an empty copy group: the counts stay the same.)
   if (kKeyGroups == 1 || key_group * kN < seqlen) {
     issue_k_and_bias(key_group * kN);
+    if (kValuesInC2P && threadIdx.x == 0) issue_pos_key(key_group * kN);
     store_p_saturated();
   }
   if constexpr (kTmaTiles) {
@@ -729,12 +764,13 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         const bool two_halves = tile.span > kComputedWindow / 2;
         const int pairs = (tile.span + 15) / 16;
         if (has_p2c) {
-          WgmmaWindow<Traits>(packed, sK, sP2C, two_halves);
+          WgmmaWindow<Traits, kValuesInC2P>(packed, sK, sP2C, two_halves);
           group_sync();
           StoreWindowRows<Traits>(sP2C, packed, warp * 16, pairs, lane);
         }
         if (has_c2p) {
-          WgmmaWindow<Traits>(packed, sQ, sC2P, two_halves);
+          if constexpr (kValuesInC2P) MbarrierWait(pos_key_barrier, pos_key_tiles++ % 2);
+          WgmmaWindow<Traits, kValuesInC2P>(packed, sQ, sC2P, two_halves);
           group_sync();
           StoreWindowRows<Traits>(sC2P, packed, warp * 16, pairs, lane);
           __syncwarp();
@@ -919,6 +955,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       if constexpr (kComputeWindows) FenceSharedForAsyncProxy();
       group_sync();
       if (has_next) issue_k_and_bias(n0 + kN);
+      if (kValuesInC2P && threadIdx.x == 0) issue_values(n0);
     } else {
       CpAsyncWait<0>();
       group_sync();
@@ -961,8 +998,12 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 
     // O += P V, P taken straight from the S accumulators.
     if constexpr (kTmaTiles) {
-      Element* value_tile = sV + n_block % 2 * Traits::kTileElements;
-      MbarrierWait(value_barriers + n_block % 2, n_block / 2 % 2);
+      Element* value_tile = kValuesInC2P ? sV : sV + n_block % 2 * Traits::kTileElements;
+      if constexpr (kValuesInC2P) {
+        MbarrierWait(value_barriers, n_block % 2);
+      } else {
+        MbarrierWait(value_barriers + n_block % 2, n_block / 2 % 2);
+      }
       if (n0 + kN > seqlen) {
         // Rows past the sequence: zeros (P is 0 there, but another sequence's V may hold inf).
         const uint4 zero = make_uint4(0, 0, 0, 0);
@@ -983,6 +1024,13 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // The next saturated column term (read since the barrier above, where every warp was done
     // with this tile's) goes to shared memory; the next iteration's first barrier publishes it.
     if (has_next) store_p_saturated();
+    if constexpr (kValuesInC2P) {
+      // Every warp is done with V(n): the next band tile's PosK rows may overwrite it.
+      if (has_next) {
+        group_sync();
+        if (threadIdx.x == 0) issue_pos_key(n0 + kN);
+      }
+    }
   }
 
   if constexpr (kKeyGroups == 2) {

@@ -43,9 +43,10 @@ struct AttentionKernelConfig {
   // Resident CTAs per SM the register budget is capped for (__launch_bounds__): tables 2 (the
   // d = 64 kernel then takes 168 registers and three CTAs fit anyway; a cap of 3 spills);
   // computed windows 3 (168 registers, no spills) or, at d = 64, 2 (uncapped, ~210 registers,
-  // fewer reloads, one CTA per SM less). The warpgroup kernels have one each: tables 2,
-  // computed windows 3 (165 registers). The float32 paths ignore it (the TF32 kernel runs
-  // uncapped, one CTA per SM: AttentionTraits::kMinBlocksPerSmTf32).
+  // fewer reloads, one CTA per SM less). The warpgroup kernels: tables 2, computed windows 3
+  // (142 registers) or 4 (128; V shares the C2P region so that four CTAs' shared memory fits:
+  // the built-in choice on an H100 / H200 when there is a C2P term). The float32 paths ignore it
+  // (the TF32 kernel runs uncapped, one CTA per SM: AttentionTraits::kMinBlocksPerSmTf32).
   int min_blocks_per_sm = 2;
   // Groups of `warps` warps splitting a CTA's key tiles (computed windows only; the groups
   // merge their softmax states at the end). 4 is the short-sequence kernel (sequences <=

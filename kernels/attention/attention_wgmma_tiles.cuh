@@ -116,7 +116,9 @@ __device__ __forceinline__ void WgmmaValues(float (&o)[8][4], const float (&p)[8
 // rounded once to the input type (as the table GEMM does), returned packed in the m16n8 C layout
 // of column tiles t (ComputeWindowRows' form): packed[t][0] = (row group, columns 8 t + 2 quad,
 // +1), packed[t][1] = row group + 8. Tiles of the second half are left unset without it.
-template <typename Traits>
+// kSequentialHalves: the second half is issued only once the first is packed (32 accumulator
+// registers live instead of 64: what lets the kernel fit 128 registers, four CTAs per SM).
+template <typename Traits, bool kSequentialHalves = false>
 __device__ __forceinline__ void WgmmaWindow(uint32_t (&packed)[kComputedWindow / 8][2],
                                             const typename Traits::Element* a,
                                             const typename Traits::Element* pos, bool two_halves) {
@@ -125,25 +127,45 @@ __device__ __forceinline__ void WgmmaWindow(uint32_t (&packed)[kComputedWindow /
   const uint64_t a_descriptor = SwizzledTileDescriptor(SharedAddress(a));
   const uint64_t pos_descriptor = SwizzledTileDescriptor(SharedAddress(pos));
   constexpr uint32_t kHalfBytes = Traits::kBlockN * Traits::kRowStride * 2;
-  float acc[2][8][4];  // Written by the first k-step of each half (no zeroing).
+  if constexpr (kSequentialHalves) {
+    float acc[8][4];  // Written by the first k-step of each half (no zeroing).
 #pragma unroll
-  for (int h = 0; h < 2; ++h) WgmmaFenceOperands(acc[h]);
-  WgmmaFence();
+    for (int h = 0; h < 2; ++h) {
+      if (h == 1 && !two_halves) break;  // Uniform across the warpgroup.
+      WgmmaFenceOperands(acc);
+      WgmmaFence();
+      IssueScores<Traits, false>(acc, a_descriptor,
+                                 AdvanceDescriptor(pos_descriptor, h * kHalfBytes));
+      WgmmaCommit();
+      WgmmaWait<0>();
+      WgmmaFenceOperands(acc);
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    if (h == 1 && !two_halves) break;  // Uniform across the warpgroup.
-    IssueScores<Traits, false>(acc[h], a_descriptor,
-                               AdvanceDescriptor(pos_descriptor, h * kHalfBytes));
-  }
-  WgmmaCommit();
-  WgmmaWait<0>();
+      for (int t = 0; t < 8; ++t) {
+        packed[8 * h + t][0] = MmaOp::Pack(acc[t][0], acc[t][1]);
+        packed[8 * h + t][1] = MmaOp::Pack(acc[t][2], acc[t][3]);
+      }
+    }
+  } else {
+    float acc[2][8][4];  // Written by the first k-step of each half (no zeroing).
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    WgmmaFenceOperands(acc[h]);
+    for (int h = 0; h < 2; ++h) WgmmaFenceOperands(acc[h]);
+    WgmmaFence();
 #pragma unroll
-    for (int t = 0; t < 8; ++t) {
-      packed[8 * h + t][0] = MmaOp::Pack(acc[h][t][0], acc[h][t][1]);
-      packed[8 * h + t][1] = MmaOp::Pack(acc[h][t][2], acc[h][t][3]);
+    for (int h = 0; h < 2; ++h) {
+      if (h == 1 && !two_halves) break;  // Uniform across the warpgroup.
+      IssueScores<Traits, false>(acc[h], a_descriptor,
+                                 AdvanceDescriptor(pos_descriptor, h * kHalfBytes));
+    }
+    WgmmaCommit();
+    WgmmaWait<0>();
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      WgmmaFenceOperands(acc[h]);
+#pragma unroll
+      for (int t = 0; t < 8; ++t) {
+        packed[8 * h + t][0] = MmaOp::Pack(acc[h][t][0], acc[h][t][1]);
+        packed[8 * h + t][1] = MmaOp::Pack(acc[h][t][2], acc[h][t][3]);
+      }
     }
   }
 }

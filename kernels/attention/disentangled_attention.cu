@@ -222,8 +222,11 @@ int DefaultMinBlocks(int head_dim, AttentionWindows windows) {
 
 bool HasVariant(int head_dim, AttentionWindows windows, int min_blocks, AttentionMma mma) {
   if (mma == AttentionMma::kWarpgroup) {
-    // The table and computed-window kernels at d = 64, each with its default cap only.
-    return head_dim == 64 && min_blocks == DefaultMinBlocks(head_dim, windows) &&
+    // The table and computed-window kernels at d = 64, each with its default cap; the
+    // computed-window one also capped for four CTAs per SM (its V shares the C2P region).
+    return head_dim == 64 &&
+           (min_blocks == DefaultMinBlocks(head_dim, windows) ||
+            (windows == AttentionWindows::kComputed && min_blocks == 4)) &&
            AttentionWgmmaRuns();
   }
   switch (windows) {
@@ -505,10 +508,12 @@ cudaError_t LaunchTensorCore(const AttentionParams<Element>& params,
                              const AttentionTensorMaps& maps, int m_blocks, int num_sequences,
                              cudaStream_t stream) {
   using Traits = AttentionTraits<kHeadDim, Element, kWgmma>;
+  constexpr bool kValuesInC2P = kWgmma && kComputeWindows && kMinBlocks == 4;
   return LaunchOverSequences<Element, AttentionTensorMaps>(
       DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks, kKeyGroups>,
-      Traits::kThreads * kKeyGroups, Traits::SharedBytes(kKeyGroups), params, m_blocks,
-      num_sequences, stream, maps);
+      Traits::kThreads * kKeyGroups,
+      kValuesInC2P ? Traits::kValuesInC2PSharedBytes : Traits::SharedBytes(kKeyGroups), params,
+      m_blocks, num_sequences, stream, maps);
 }
 
 // The padded layout's copy of V [tokens, H * d] with masked keys' rows zeroed, into `out`
@@ -593,8 +598,10 @@ cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int 
                                                              stream);
       }
       if (config.mma == AttentionMma::kWarpgroup) {
-        return LaunchTensorCore<64, Element, true, 3, 1, true>(params, maps, m_blocks, sequences,
-                                                               stream);
+        return config.min_blocks_per_sm == 4 ? LaunchTensorCore<64, Element, true, 4, 1, true>(
+                                                   params, maps, m_blocks, sequences, stream)
+                                             : LaunchTensorCore<64, Element, true, 3, 1, true>(
+                                                   params, maps, m_blocks, sequences, stream);
       }
       return config.min_blocks_per_sm == 2
                  ? LaunchTensorCore<64, Element, true, 2>(params, maps, m_blocks, sequences, stream)
@@ -770,6 +777,14 @@ AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem) 
   }
   if (warpgroup) config.mma = AttentionMma::kWarpgroup;
   config.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, config.windows);
+  // The warpgroup computed-window kernel at four CTAs per SM where it applies (a C2P term): on
+  // the H200, 7.5-10% faster than at three at L = 128 ... 8192 (kernels/attention/NOTES.md, v9).
+  AttentionKernelConfig four = config;
+  four.min_blocks_per_sm = 4;
+  if (warpgroup && config.windows == AttentionWindows::kComputed &&
+      CheckAttentionConfig(problem, four) == cudaSuccess) {
+    config = four;
+  }
   return config;
 }
 
@@ -831,6 +846,12 @@ cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
     return cudaErrorInvalidValue;
   }
   if (config.key_groups == 4 && !CanRunShort(problem)) return cudaErrorInvalidValue;
+  // The four-CTA warpgroup kernel keeps V where the C2P window was: a problem with P2C alone
+  // would read V as its (absent, zero) C2P window.
+  if (config.mma == AttentionMma::kWarpgroup && config.min_blocks_per_sm == 4 &&
+      problem.pos_query != nullptr && problem.pos_key == nullptr) {
+    return cudaErrorInvalidValue;
+  }
   // One two-group and one short kernel per head dim (256 threads, one CTA per SM by design): they
   // run whatever register cap the config names (computed windows, so d <= 64, checked above).
   if (config.key_groups >= 2) return cudaSuccess;
@@ -853,12 +874,18 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
       }
     }
   }
-  // The warpgroup kernels (tables; computed windows), where this device and build run them.
-  for (AttentionWindows windows : {AttentionWindows::kTables, AttentionWindows::kComputed}) {
+  // The warpgroup kernels, where this device and build run them: tables, computed windows, and
+  // computed windows at four CTAs per SM.
+  const std::pair<AttentionWindows, int> warpgroup_variants[] = {
+      {AttentionWindows::kTables, DefaultMinBlocks(problem.head_dim, AttentionWindows::kTables)},
+      {AttentionWindows::kComputed,
+       DefaultMinBlocks(problem.head_dim, AttentionWindows::kComputed)},
+      {AttentionWindows::kComputed, 4}};
+  for (const auto& [windows, min_blocks] : warpgroup_variants) {
     AttentionKernelConfig warpgroup;
     warpgroup.mma = AttentionMma::kWarpgroup;
     warpgroup.windows = windows;
-    warpgroup.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, windows);
+    warpgroup.min_blocks_per_sm = min_blocks;
     if (warpgroup != heuristic && CheckAttentionConfig(problem, warpgroup) == cudaSuccess) {
       candidates.push_back(warpgroup);
     }

@@ -544,8 +544,9 @@ TEST_P(VariantTest, EveryCandidateMatchesFloat64) {
     const std::vector<kernels::AttentionKernelConfig> candidates =
         kernels::AttentionCandidateConfigs(device.Problem());
     // d <= 64 has both window modes (and d = 64 two register caps for computed windows, and the
-    // warpgroup table and computed-window kernels on an H100 / H200).
-    const size_t warpgroup = c.head_dim == 64 && kernels::AttentionWgmmaRuns() ? 2 : 0;
+    // warpgroup table and computed-window kernels on an H100 / H200, the latter also at four
+    // CTAs per SM).
+    const size_t warpgroup = c.head_dim == 64 && kernels::AttentionWgmmaRuns() ? 3 : 0;
     EXPECT_EQ(candidates.size(), c.head_dim == 64 ? 3u + warpgroup : c.head_dim == 32 ? 2u : 1u);
     for (const kernels::AttentionKernelConfig& config : candidates) {
       SCOPED_TRACE(ConfigName(config));
@@ -594,7 +595,7 @@ TEST(AttentionTest, InfinitiesStayInTheirSequence) {
                               [](const kernels::AttentionKernelConfig& config) {
                                 return config.mma == kernels::AttentionMma::kWarpgroup;
                               }),
-                kernels::AttentionWgmmaRuns() ? 2 : 0);
+                kernels::AttentionWgmmaRuns() ? 3 : 0);
       const size_t width = static_cast<size_t>(c.heads * c.head_dim);
       for (const kernels::AttentionKernelConfig& config : configs) {
         SCOPED_TRACE(ConfigName(config) + " " + Name(positions) + " first length " +
@@ -846,7 +847,8 @@ TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
   const kernels::AttentionKernelConfig short_kernel = ShortKernelConfig();
   CheckPaddedEqualsPacked(c, 128, &short_kernel);
   // The warpgroup kernels, where they run: tables, and computed windows past 1024 tokens (below,
-  // this grid of 126 CTAs would run the mma.sync key-group kernels: AttentionLaunchConfig).
+  // this grid of 126 CTAs would run the mma.sync key-group kernels: AttentionLaunchConfig), also
+  // at four CTAs per SM (V read from the padded layout's copy into the C2P region).
   if (kernels::AttentionWgmmaRuns()) {
     c.lengths = {1100, 5, 1300};
     for (const kernels::AttentionWindows windows :
@@ -854,6 +856,9 @@ TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
       const kernels::AttentionKernelConfig warpgroup = WarpgroupConfig(windows);
       CheckPaddedEqualsPacked(c, 1300, &warpgroup);
     }
+    kernels::AttentionKernelConfig four = WarpgroupConfig(kernels::AttentionWindows::kComputed);
+    four.min_blocks_per_sm = 4;
+    CheckPaddedEqualsPacked(c, 1300, &four);
   }
   // The mma.sync tile kernels, pinned (on an H100 / H200 the heuristic runs the warpgroup ones at
   // d = 64): tables and computed windows with one key group, and the two-group computed-window
@@ -1112,7 +1117,8 @@ TEST(AttentionConfigTest, ComputedWindowsNeedAlignedPositionRows) {
 TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   const RelativePositionIndex index(V3Positions(true));
   // Today's built-in choice: computed windows up to L = 1024 (3 CTAs per SM), tables above; where
-  // the warpgroup kernels run (an H100 / H200), their computed windows at every length.
+  // the warpgroup kernels run (an H100 / H200), their computed windows at every length, at four
+  // CTAs per SM (three with P2C alone).
   const bool warpgroup = kernels::AttentionWgmmaRuns();
   const kernels::AttentionMma mma =
       warpgroup ? kernels::AttentionMma::kWarpgroup : kernels::AttentionMma::kSync;
@@ -1120,12 +1126,17 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   using kernels::AttentionWindows;
   kernels::AttentionKernelConfig heuristic = kernels::HeuristicAttentionConfig(problem);
   EXPECT_EQ(heuristic.windows, AttentionWindows::kComputed);
-  EXPECT_EQ(heuristic.min_blocks_per_sm, 3);
+  EXPECT_EQ(heuristic.min_blocks_per_sm, warpgroup ? 4 : 3);
   EXPECT_EQ(heuristic.mma, mma);
+  {
+    kernels::AttentionProblem p2c_only = problem;
+    p2c_only.pos_key = nullptr;
+    EXPECT_EQ(kernels::HeuristicAttentionConfig(p2c_only).min_blocks_per_sm, 3);
+  }
   problem.max_seqlen = 1025;
   heuristic = kernels::HeuristicAttentionConfig(problem);
   EXPECT_EQ(heuristic.windows, warpgroup ? AttentionWindows::kComputed : AttentionWindows::kTables);
-  EXPECT_EQ(heuristic.min_blocks_per_sm, warpgroup ? 3 : 2);
+  EXPECT_EQ(heuristic.min_blocks_per_sm, warpgroup ? 4 : 2);
   EXPECT_EQ(heuristic.mma, mma);
   problem.pos_key = problem.pos_query = nullptr;  // Plain attention: tables (none to make).
   heuristic = kernels::HeuristicAttentionConfig(problem);
@@ -1136,10 +1147,10 @@ TEST(AttentionConfigTest, HeuristicCandidatesAndChecks) {
   heuristic = kernels::HeuristicAttentionConfig(problem);
   // The heuristic's first, then the other window mode and the d = 64 register cap, and, on an
   // H100 / H200 with the sm_90a image, the other instruction set's table and computed-window
-  // kernels.
+  // kernels and the computed-window one at four CTAs per SM.
   const std::vector<kernels::AttentionKernelConfig> candidates =
       kernels::AttentionCandidateConfigs(problem);
-  ASSERT_EQ(candidates.size(), warpgroup ? 5u : 3u);
+  ASSERT_EQ(candidates.size(), warpgroup ? 6u : 3u);
   EXPECT_EQ(candidates[0], heuristic);
   for (const kernels::AttentionKernelConfig& config : candidates) {
     EXPECT_EQ(kernels::CheckAttentionConfig(problem, config), cudaSuccess) << ConfigName(config);
@@ -1235,18 +1246,39 @@ TEST(AttentionConfigTest, WarpgroupKernelOnlyWhereItRuns) {
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), where_it_runs);
   EXPECT_EQ(std::count(candidates.begin(), candidates.end(), computed),
             kernels::AttentionWgmmaRuns() ? 1 : 0);
-  kernels::AttentionKernelConfig bad = computed;
-  bad.min_blocks_per_sm = 2;
-  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
-  bad = computed;
-  bad.key_groups = 2;
-  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
-  bad = warpgroup;
-  bad.min_blocks_per_sm = 3;
-  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
-  bad = warpgroup;
-  bad.key_groups = 2;
-  EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue);
+  // And capped for four CTAs per SM (V in the C2P region): both position terms, or C2P alone.
+  kernels::AttentionKernelConfig four = computed;
+  four.min_blocks_per_sm = 4;
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, four), where_it_runs);
+  EXPECT_EQ(std::count(candidates.begin(), candidates.end(), four),
+            kernels::AttentionWgmmaRuns() ? 1 : 0);
+  {
+    kernels::AttentionProblem p2c_only = problem;
+    p2c_only.pos_key = nullptr;
+    EXPECT_EQ(kernels::CheckAttentionConfig(p2c_only, four), cudaErrorInvalidValue);
+    EXPECT_EQ(kernels::CheckAttentionConfig(p2c_only, computed), where_it_runs);
+    const std::vector<kernels::AttentionKernelConfig> p2c_candidates =
+        kernels::AttentionCandidateConfigs(p2c_only);
+    EXPECT_EQ(std::count(p2c_candidates.begin(), p2c_candidates.end(), four), 0);
+    kernels::AttentionProblem c2p_only = problem;
+    c2p_only.pos_query = nullptr;
+    EXPECT_EQ(kernels::CheckAttentionConfig(c2p_only, four), where_it_runs);
+  }
+  // Not built: other register caps, and key groups (mma.sync kernels) on a warpgroup config.
+  struct Refused {
+    kernels::AttentionKernelConfig base;
+    int min_blocks_per_sm;
+    int key_groups;
+  };
+  for (const Refused& refused :
+       {Refused{computed, 2, 0}, Refused{computed, 5, 0}, Refused{four, 4, 2},
+        Refused{computed, 3, 2}, Refused{warpgroup, 3, 0}, Refused{warpgroup, 2, 2}}) {
+    kernels::AttentionKernelConfig bad = refused.base;
+    bad.min_blocks_per_sm = refused.min_blocks_per_sm;
+    bad.key_groups = refused.key_groups;
+    EXPECT_EQ(kernels::CheckAttentionConfig(problem, bad), cudaErrorInvalidValue)
+        << ConfigName(bad);
+  }
   for (int head_dim : {32, 128}) {
     problem.head_dim = head_dim;
     EXPECT_EQ(kernels::CheckAttentionConfig(problem, warpgroup), cudaErrorInvalidValue);
