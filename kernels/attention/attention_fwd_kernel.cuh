@@ -123,6 +123,9 @@ struct AttentionTraits {
   // The warpgroup computed-window kernel at four CTAs per SM (kMinBlocks 4): no V buffers of its
   // own, V(n) goes to the C2P region once tile n's bias is read (57,122 bytes at d = 64: four CTAs
   // and their 1 KB reservations fit the H100 / H200's 228 KB).
+  static constexpr bool ValuesInC2P(bool compute_windows, int min_blocks) {
+    return kWgmma && compute_windows && min_blocks == 4;
+  }
   static constexpr int kValuesInC2PSharedBytes =
       kSharedBytes - kValueBuffers * kTileElements * static_cast<int>(sizeof(Element));
   static constexpr int kChunksPerRow = kHeadDim / kChunkElements;
@@ -389,7 +392,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // kValuesInC2P (the warpgroup computed-window kernel capped for four CTAs per SM): V has no
   // buffer of its own; V(n) is copied into the C2P region after tile n's bias has been read, and
   // tile n + 1's PosK rows after P V(n). The shared memory then fits four CTAs per SM.
-  constexpr bool kValuesInC2P = Traits::kWgmma && kComputeWindows && kMinBlocks == 4;
+  constexpr bool kValuesInC2P = Traits::ValuesInC2P(kComputeWindows, kMinBlocks);
   Element* sK = reinterpret_cast<Element*>(group_bytes);
   Element* sC2P = sK + (1 + (kValuesInC2P ? 0 : Traits::kValueBuffers)) * Traits::kTileElements;
   Element* sV = kValuesInC2P ? sC2P : sK + Traits::kTileElements;  // kValueBuffers tiles.

@@ -110,6 +110,19 @@ __device__ __forceinline__ void WgmmaValues(float (&o)[8][4], const float (&p)[8
   WgmmaFenceOperands(o);
 }
 
+// Window half h's accumulators [64, 64], rounded to the input type, into packed's column tiles
+// 8 h .. 8 h + 7 (WgmmaWindow's layout).
+template <typename Traits>
+__device__ __forceinline__ void PackWindowHalf(uint32_t (&packed)[kComputedWindow / 8][2], int h,
+                                               const float (&acc)[8][4]) {
+  using MmaOp = Mma<typename Traits::Element>;
+#pragma unroll
+  for (int t = 0; t < 8; ++t) {
+    packed[8 * h + t][0] = MmaOp::Pack(acc[t][0], acc[t][1]);
+    packed[8 * h + t][1] = MmaOp::Pack(acc[t][2], acc[t][3]);
+  }
+}
+
 // A computed bias window of the computed-window kernel: window [64, 64 h + n] = A [64, d] .
 // Pos[64 h + n]^T for halves h = 0 and, with `two_halves`, 1: A = Q (C2P_win) or K (P2C_win) and
 // Pos = the staged PosK / PosQ rows [kComputedWindow, d], all swizzled tiles. fp32 accumulation,
@@ -123,7 +136,6 @@ __device__ __forceinline__ void WgmmaWindow(uint32_t (&packed)[kComputedWindow /
                                             const typename Traits::Element* a,
                                             const typename Traits::Element* pos, bool two_halves) {
   static_assert(kComputedWindow == 2 * Traits::kBlockN, "two 64-slot halves");
-  using MmaOp = Mma<typename Traits::Element>;
   const uint64_t a_descriptor = SwizzledTileDescriptor(SharedAddress(a));
   const uint64_t pos_descriptor = SwizzledTileDescriptor(SharedAddress(pos));
   constexpr uint32_t kHalfBytes = Traits::kBlockN * Traits::kRowStride * 2;
@@ -139,11 +151,7 @@ __device__ __forceinline__ void WgmmaWindow(uint32_t (&packed)[kComputedWindow /
       WgmmaCommit();
       WgmmaWait<0>();
       WgmmaFenceOperands(acc);
-#pragma unroll
-      for (int t = 0; t < 8; ++t) {
-        packed[8 * h + t][0] = MmaOp::Pack(acc[t][0], acc[t][1]);
-        packed[8 * h + t][1] = MmaOp::Pack(acc[t][2], acc[t][3]);
-      }
+      PackWindowHalf<Traits>(packed, h, acc);
     }
   } else {
     float acc[2][8][4];  // Written by the first k-step of each half (no zeroing).
@@ -161,11 +169,7 @@ __device__ __forceinline__ void WgmmaWindow(uint32_t (&packed)[kComputedWindow /
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       WgmmaFenceOperands(acc[h]);
-#pragma unroll
-      for (int t = 0; t < 8; ++t) {
-        packed[8 * h + t][0] = MmaOp::Pack(acc[h][t][0], acc[h][t][1]);
-        packed[8 * h + t][1] = MmaOp::Pack(acc[h][t][2], acc[h][t][3]);
-      }
+      PackWindowHalf<Traits>(packed, h, acc[h]);
     }
   }
 }

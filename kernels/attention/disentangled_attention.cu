@@ -190,6 +190,12 @@ bool CanComputeWindows(const AttentionProblem& p) {
   return true;
 }
 
+// Whether the four-CTA warpgroup kernel can run `p`: it keeps V where the C2P window was, so a
+// problem with P2C alone would read V as its absent (zero) C2P window.
+bool ValuesCanShareC2P(const AttentionProblem& p) {
+  return p.pos_key != nullptr || p.pos_query == nullptr;
+}
+
 // Whether the short-sequence kernel (four key warps of 32 keys over 32 query rows) can run `p`:
 // computed windows, every sequence <= kShortMaxKeys, and idx growing by at most one slot per
 // delta over the deltas of such sequences (|delta| <= kShortMaxKeys - 1), so that the 47 deltas
@@ -508,12 +514,12 @@ cudaError_t LaunchTensorCore(const AttentionParams<Element>& params,
                              const AttentionTensorMaps& maps, int m_blocks, int num_sequences,
                              cudaStream_t stream) {
   using Traits = AttentionTraits<kHeadDim, Element, kWgmma>;
-  constexpr bool kValuesInC2P = kWgmma && kComputeWindows && kMinBlocks == 4;
   return LaunchOverSequences<Element, AttentionTensorMaps>(
       DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks, kKeyGroups>,
       Traits::kThreads * kKeyGroups,
-      kValuesInC2P ? Traits::kValuesInC2PSharedBytes : Traits::SharedBytes(kKeyGroups), params,
-      m_blocks, num_sequences, stream, maps);
+      Traits::ValuesInC2P(kComputeWindows, kMinBlocks) ? Traits::kValuesInC2PSharedBytes
+                                                       : Traits::SharedBytes(kKeyGroups),
+      params, m_blocks, num_sequences, stream, maps);
 }
 
 // The padded layout's copy of V [tokens, H * d] with masked keys' rows zeroed, into `out`
@@ -777,13 +783,10 @@ AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem) 
   }
   if (warpgroup) config.mma = AttentionMma::kWarpgroup;
   config.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, config.windows);
-  // The warpgroup computed-window kernel at four CTAs per SM where it applies (a C2P term): on
-  // the H200, 7.5-10% faster than at three at L = 128 ... 8192 (kernels/attention/NOTES.md, v9).
-  AttentionKernelConfig four = config;
-  four.min_blocks_per_sm = 4;
-  if (warpgroup && config.windows == AttentionWindows::kComputed &&
-      CheckAttentionConfig(problem, four) == cudaSuccess) {
-    config = four;
+  // The warpgroup computed-window kernel at four CTAs per SM where it applies: on the H200,
+  // 7.5-10% faster than at three at L = 128 ... 8192 (kernels/attention/NOTES.md, v9).
+  if (warpgroup && config.windows == AttentionWindows::kComputed && ValuesCanShareC2P(problem)) {
+    config.min_blocks_per_sm = 4;
   }
   return config;
 }
@@ -846,10 +849,8 @@ cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
     return cudaErrorInvalidValue;
   }
   if (config.key_groups == 4 && !CanRunShort(problem)) return cudaErrorInvalidValue;
-  // The four-CTA warpgroup kernel keeps V where the C2P window was: a problem with P2C alone
-  // would read V as its (absent, zero) C2P window.
   if (config.mma == AttentionMma::kWarpgroup && config.min_blocks_per_sm == 4 &&
-      problem.pos_query != nullptr && problem.pos_key == nullptr) {
+      !ValuesCanShareC2P(problem)) {
     return cudaErrorInvalidValue;
   }
   // One two-group and one short kernel per head dim (256 threads, one CTA per SM by design): they
