@@ -588,7 +588,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       // Every thread is done with the previous K, windows and the V buffer this tile's V goes to
       // (the barrier before this call).
       if (threadIdx.x == 0) {
-        const bool band = has_positions && !tile.saturated;
+        // Classified again by the copying thread alone: only `tile.saturated` (thresholds) is used
+        // past this block, so the other warps skip the slot-table load of window0, which they
+        // waited for at every tile (ncu, L = 1024: 1.5% of the samples).
+        const TileClass copied = classify(n0);
+        const bool band = has_positions && !copied.saturated;
         // Computed windows: PosK / PosQ rows window0 .. window0 + kComputedWindow - 1 of this
         // head, swizzled for the window wgmmas (rows past PosK's end arrive as zeros). Tables: the
         // C2P / P2C windows.
@@ -602,12 +606,12 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
                                                    (band && has_p2c ? kBiasBytes : 0));
         TmaLoad2d(sK, &maps.k, head * D, seq_start + n0, key_barrier);
         if (band && kComputeWindows) {
-          if (c2p_rows) TmaLoad2d(sC2P, &maps.c2p, head * D, tile.window0, key_barrier);
-          if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, head * D, tile.window0, key_barrier);
+          if (c2p_rows) TmaLoad2d(sC2P, &maps.c2p, head * D, copied.window0, key_barrier);
+          if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, head * D, copied.window0, key_barrier);
         } else if (band) {
           const int row = static_cast<int>(table_base);
-          if (has_c2p) TmaLoad2d(sC2P, &maps.c2p, tile.window0, row + m0, key_barrier);
-          if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, tile.window0, row + n0, key_barrier);
+          if (has_c2p) TmaLoad2d(sC2P, &maps.c2p, copied.window0, row + m0, key_barrier);
+          if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, copied.window0, row + n0, key_barrier);
         }
         if constexpr (!kValuesInC2P) {
           uint64_t* value_barrier = value_barriers + n0 / kN % 2;
@@ -954,8 +958,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // Every warp is done with sK and the bias operands of this tile (and with the V buffer of
     // tile n - 1): start the next tile's. (Without TMA: V(n) has landed too.)
     if constexpr (kTmaTiles) {
-      // The computed windows' in-place stores (generic proxy) before TMA overwrites them.
-      if constexpr (kComputeWindows) FenceSharedForAsyncProxy();
+      // The computed windows' in-place stores (generic proxy) before TMA overwrites them (band
+      // tiles only: no other tile stores to shared memory).
+      if (kComputeWindows && has_positions && !tile.saturated) FenceSharedForAsyncProxy();
       group_sync();
       if (has_next) issue_k_and_bias(n0 + kN);
       if (kValuesInC2P && threadIdx.x == 0) issue_values(n0);
