@@ -105,6 +105,9 @@ struct Row {
   double tflops = 0.0;
   double rel_l2 = -1.0;
   double extra_mib = 0.0;
+  // The sequence lengths of a mixed batch (empty for uniform ones): peers_bench.py runs the
+  // peers on the same batch.
+  std::vector<int> seqlens;
 };
 
 Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, const Precision& precision,
@@ -312,18 +315,18 @@ int main(int argc, char** argv) {
                 row.tflops, row.rel_l2, row.extra_mib);
     std::fflush(stdout);
     if (json_out.is_open()) {
-      json_out << nlohmann::json{{"shape", row.shape},
-                                 {"L", row.length},
-                                 {"B", row.batch},
-                                 {"heads", row.heads},
-                                 {"head_dim", row.head_dim},
-                                 {"dtype", row.dtype},
-                                 {"ours_ms", row.ms},
-                                 {"tflops", row.tflops},
-                                 {"rel_l2_err_vs_fp32", row.rel_l2},
-                                 {"peak_extra_mib", row.extra_mib}}
-                      .dump()
-               << "\n";
+      nlohmann::json object{{"shape", row.shape},
+                            {"L", row.length},
+                            {"B", row.batch},
+                            {"heads", row.heads},
+                            {"head_dim", row.head_dim},
+                            {"dtype", row.dtype},
+                            {"ours_ms", row.ms},
+                            {"tflops", row.tflops},
+                            {"rel_l2_err_vs_fp32", row.rel_l2},
+                            {"peak_extra_mib", row.extra_mib}};
+      if (!row.seqlens.empty()) object["seqlens"] = row.seqlens;
+      json_out << object.dump() << "\n";
       json_out.flush();
     }
   };
@@ -356,6 +359,7 @@ int main(int argc, char** argv) {
         }
         Row row = RunShape(lengths, heads, head_dim, precision, index, blas);
         row.shape = absl::GetFlag(FLAGS_positions) ? "mnli_mix" : "mnli_mix-nopos";
+        row.seqlens = lengths;
         emit(row);
       }
     }

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # One device call's worth of kernel work (shared/GPU.md): the kernel tests, compute-sanitizer on a
-# small case, the benchmark and the SDPA ceiling, results joined into $OUT. Expects the carried
-# runtime folder from `scripts/collect-runtime.sh .carry build/bin/{disentangled_attention_test,
-# dflash-bench-attention,attention_tuning_test}` (the tuner's tests run when carried).
+# small case, the benchmark, the SDPA ceiling and the Triton peers, results joined into $OUT.
+# Expects the carried runtime folder from `scripts/collect-runtime.sh .carry build/bin/{
+# disentangled_attention_test,dflash-bench-attention,attention_tuning_test}` (the tuner's tests run
+# when carried). The peers (FlashDeBERTa 0.0.8, DisentangledFlash 1.1.1) are measured in the same
+# run when their wheels are carried too: `bash bench/attention/fetch_peer_wheels.sh` here once, then
+# carry [".carry", ".whl"]; without .whl/ the best-peer ratios use shared/KERNELS.md's times only.
 #
 # Usage (on the GPU machine): bash bench/attention/run_on_gpu.sh [--skip-tests]
-#   --skip-tests: only the benchmark and the SDPA ceiling (the tests and compute-sanitizer ran in
-#   an earlier call on the same build).
+#   --skip-tests: only the benchmark, the SDPA ceiling and the peers (the tests and
+#   compute-sanitizer ran in an earlier call on the same build).
 set -uo pipefail
 skip_tests=0
 for arg in "$@"; do
@@ -45,6 +48,20 @@ fi
 
 echo "== benchmark"
 command="dflash-bench-attention --dtypes=bf16,fp16 --head_dims=64 + --head_dims=32,128 (bf16) + --dtypes=tf32 + --positions=false (bf16, plain attention through the same kernels); sdpa_bench.py (same shapes)"
+# The Triton peers travel as two pure-Python wheels (torch, triton, transformers and einops are on
+# the GPU machine already).
+peers=0
+if compgen -G ".whl/flashdeberta-*.whl" > /dev/null && \
+    compgen -G ".whl/disentangled_flash-*.whl" > /dev/null; then
+  if python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site; then
+    peers=1
+  else
+    echo "peers: installing .whl/ failed: best-peer ratios use KERNELS.md times"
+  fi
+else
+  echo "peers not carried (.whl/ missing): best-peer ratios use KERNELS.md times"
+fi
 .carry/bin/dflash-bench-attention --dtypes=bf16,fp16 --head_dims=64 --json="$out/ours.jsonl"
 .carry/bin/dflash-bench-attention --dtypes=bf16 --head_dims=32,128 \
   --lengths=128,512,2048,8192 --json="$out/ours_dims.jsonl"
@@ -59,7 +76,22 @@ python3 bench/attention/sdpa_bench.py --json "$out/sdpa.jsonl" --dtypes bf16,fp1
 python3 bench/attention/sdpa_bench.py --json "$out/sdpa_dims.jsonl" --dtypes bf16 --head_dims 32,128 \
   --lengths 128,512,2048,8192
 cat "$out/sdpa_dims.jsonl" >> "$out/sdpa.jsonl"
+peers_args=()
+if (( peers )); then
+  echo "== Triton peers (FlashDeBERTa, DisentangledFlash), same shapes"
+  # --mixes_from: the MNLI-like mix of our rows, on the same sequence lengths.
+  python3 bench/attention/peers_bench.py --json "$out/peers.jsonl" --dtypes bf16,fp16 \
+    --head_dims 64 --mixes_from "$out/ours.jsonl"
+  python3 bench/attention/peers_bench.py --json "$out/peers_dims.jsonl" --dtypes bf16 \
+    --head_dims 32,128 --lengths 128,512,2048,8192 --mixes_from "$out/ours.jsonl"
+  [[ -f "$out/peers_dims.jsonl" ]] && cat "$out/peers_dims.jsonl" >> "$out/peers.jsonl"
+  if [[ -s "$out/peers.jsonl" ]]; then
+    peers_args=(--peers "$out/peers.jsonl")
+    command+="; peers_bench.py --mixes_from ours.jsonl (FlashDeBERTa 0.0.8, DisentangledFlash 1.1.1 from .whl/; same shapes and the same MNLI-like mix, each peer's faster layout)"
+  fi
+fi
 python3 bench/attention/make_results.py --ours "$out/ours.jsonl" --sdpa "$out/sdpa.jsonl" \
+  ${peers_args[@]+"${peers_args[@]}"} \
   --gpu "$gpu" --command "bash bench/attention/run_on_gpu.sh ($command)" \
   --out "$out/h200-attention.json"
 

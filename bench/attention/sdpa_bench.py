@@ -13,8 +13,10 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
-def time_ms(fn, repeats):
-    for _ in range(3):
+def time_ms(fn, repeats, warmups=3):
+    """Median of `repeats` CUDA-event timings of fn(), after `warmups` untimed calls (also used by
+    peers_bench.py, whose first calls compile the peers' Triton kernels)."""
+    for _ in range(warmups):
         fn()
     torch.cuda.synchronize()
     times = []
