@@ -38,7 +38,8 @@ import time
 
 import torch
 
-from sdpa_bench import time_ms  # the same timing as the SDPA ceiling (this script's folder)
+# The SDPA ceiling's timing, shapes and options (this script's folder).
+from sdpa_bench import add_shape_arguments, heads_for, time_ms
 
 POSITION_BUCKETS = 256  # DeBERTa-v3: log buckets on, att_span = 256
 MAX_RELATIVE_POSITIONS = 512
@@ -333,7 +334,7 @@ def batches(args):
     head_dims = [int(x) for x in args.head_dims.split(",")]
     for dtype_name in dtypes:
         for head_dim in head_dims:
-            heads = 12 if head_dim == 64 else 768 // head_dim
+            heads = heads_for(head_dim)
             for length in [int(x) for x in args.lengths.split(",")]:
                 batch = max(1, args.tokens // length)
                 yield ({"shape": "uniform", "L": length, "B": batch, "heads": heads,
@@ -353,11 +354,7 @@ def batches(args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", default="128,256,512,1024,2048,4096,8192")
-    parser.add_argument("--dtypes", default="bf16,fp16")
-    parser.add_argument("--head_dims", default="64")
-    parser.add_argument("--tokens", type=int, default=16384)
-    parser.add_argument("--repeats", type=int, default=30)
+    add_shape_arguments(parser, "128,256,512,1024,2048,4096,8192")
     parser.add_argument("--warmups", type=int, default=5,
                         help="untimed calls first (the first one JIT-compiles the peer's kernel)")
     parser.add_argument("--layouts", default="padded,packed",

@@ -31,21 +31,31 @@ def time_ms(fn, repeats, warmups=3):
     return statistics.median(times)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--lengths", default="128,256,512,1024,2048,4096,8192,16384,32768")
+def heads_for(head_dim):
+    """The benchmark's head count: 12 x 64 (deberta-v3-base), else 768 / d heads."""
+    return 12 if head_dim == 64 else 768 // head_dim
+
+
+def add_shape_arguments(parser, lengths):
+    """The shape and timing options shared with peers_bench.py (`lengths`: the default list)."""
+    parser.add_argument("--lengths", default=lengths)
     parser.add_argument("--dtypes", default="bf16,fp16")
     parser.add_argument("--head_dims", default="64")
     parser.add_argument("--tokens", type=int, default=16384)
     parser.add_argument("--repeats", type=int, default=30)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_shape_arguments(parser, "128,256,512,1024,2048,4096,8192,16384,32768")
     parser.add_argument("--json", required=True)
     args = parser.parse_args()
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
     with open(args.json, "w") as out:
         for dtype_name in args.dtypes.split(","):
             for head_dim in [int(x) for x in args.head_dims.split(",")]:
-                heads = 12 if head_dim == 64 else 768 // head_dim
+                heads = heads_for(head_dim)
                 for length in [int(x) for x in args.lengths.split(",")]:
                     batch = max(1, args.tokens // length)
                     q, k, v = (torch.randn(batch, heads, length, head_dim, device="cuda",
