@@ -18,6 +18,12 @@ import json
 PEERS_BF16_MS = {128: (0.907, 0.766), 256: (0.728, 1.216), 512: (0.810, 1.439),
                  1024: (1.214, 1.452), 2048: (2.159, 2.815), 4096: (4.111, 5.677),
                  8192: (8.011, 11.408)}
+# How every time in the rows was taken (attention_bench.cc's and sdpa_bench.py's ColdRunTimer).
+TIMING = ("CUDA events, median of 30 calls after warm-up; each timed call is queued behind an L2 "
+          "flush (a write of 4x the L2, >= 256 MB; l2_flush_ms) and, in the Python benches, a "
+          "~1 ms GPU sleep before it (timing_prefix_ms), so that inputs start cold and host launch "
+          "time is not timed: *_host_ms is each call's median host time, hidden while below the "
+          "prefix")
 # peers_bench.py's field prefixes: FlashDeBERTa, DisentangledFlash.
 PEER_PREFIXES = ("fd_", "df_")
 
@@ -65,8 +71,9 @@ def main():
         row = dict(ours)
         match = sdpa.get((ours["L"], ours["B"], ours["head_dim"], ours["dtype"]))
         if ours.get("shape") == "uniform" and match:
-            row["sdpa_cudnn_ms"] = match.get("sdpa_cudnn_ms")
-            row["sdpa_flash_ms"] = match.get("sdpa_flash_ms")
+            for key in ("sdpa_cudnn_ms", "sdpa_flash_ms", "sdpa_cudnn_host_ms",
+                        "sdpa_flash_host_ms"):
+                row[key] = match.get(key)
             if row["sdpa_cudnn_ms"]:
                 row["ours_over_sdpa_cudnn"] = ours["ours_ms"] / row["sdpa_cudnn_ms"]
             if row["sdpa_flash_ms"]:
@@ -83,7 +90,7 @@ def main():
             merge_peers(row, same_run_peers)
         rows.append(row)
     result = {"gpu": args.gpu, "date": datetime.date.today().isoformat(),
-              "command": args.command, "rows": rows}
+              "command": args.command, "timing": TIMING, "rows": rows}
     if args.peers:
         result["peer_versions"] = peer_versions(peers_rows)
     with open(args.out, "w") as f:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The Triton peers beside dflash-bench-attention, measured in the same device run: FlashDeBERTa
 0.0.8 (FD) and DisentangledFlash 1.1.1 (DF) on the shapes of sdpa_bench.py, timed the same way
-(CUDA events, warm-up, median).
+(CUDA events, warm-up, median, each call cold and its host launches hidden: ColdRunTimer; a
+layout's <peer>_<layout>_host_ms above timing_prefix_ms means they were not all hidden).
 
 What is timed is the attention op only, forward, inference, no dropout: given Q, K, V and the
 projected relative embeddings PosK, PosQ ([H, 2 * 256, d]; DF's layer caches them, FD's projects
@@ -39,7 +40,7 @@ import time
 import torch
 
 # The SDPA ceiling's timing, shapes and options (this script's folder).
-from sdpa_bench import add_shape_arguments, heads_for, time_ms
+from sdpa_bench import ColdRunTimer, add_shape_arguments, heads_for
 
 POSITION_BUCKETS = 256  # DeBERTa-v3: log buckets on, att_span = 256
 MAX_RELATIVE_POSITIONS = 512
@@ -279,7 +280,7 @@ def rel_l2(output, reference):
     return (difference.norm() / reference.norm()).item()
 
 
-def measure_peer(peer, inputs, reference, layouts, repeats, warmups):
+def measure_peer(peer, inputs, reference, layouts, repeats, warmups, timer):
     """One peer's row fields: a time per layout, the faster layout as <peer>_ms with its error
     against the float64 reference, or <peer>_error when no layout ran."""
     prefix = peer.name
@@ -294,7 +295,8 @@ def measure_peer(peer, inputs, reference, layouts, repeats, warmups):
         call = to_common_layout = None
         try:
             call, to_common_layout = peer.prepare(layout, inputs)
-            fields[key] = time_ms(call, repeats, warmups)
+            fields[key], fields[key.replace("_ms", "_host_ms")] = timer.time(call, repeats,
+                                                                             warmups)
             accuracy = None
             if reference is not None:
                 accuracy = rel_l2(to_common_layout(call()), reference)
@@ -378,12 +380,16 @@ def main():
                                                                      DisentangledFlash)]
     for peer_class, peer, version, load_error in peers:
         print(f"{peer_class.package}: {version or 'not loaded: ' + load_error}", flush=True)
+    timer = ColdRunTimer()
+    print(f"each timed call follows a GPU sleep and an L2 flush ({timer.prefix_ms:.3f} ms)",
+          flush=True)
     started = time.monotonic()
     torch.manual_seed(0)
     with open(args.json, "w") as out, torch.inference_mode():
         for row, seqlens, batch_layouts in batches(args):
             inputs = Inputs(seqlens, row["heads"], row["head_dim"], dtypes[row["dtype"]])
             reference = inputs.reference() if inputs.length <= args.accuracy_max_length else None
+            row["timing_prefix_ms"] = timer.prefix_ms
             for peer_class, peer, version, load_error in peers:
                 row[f"{peer_class.name}_version"] = version
                 if peer is None:
@@ -391,7 +397,7 @@ def main():
                     row[f"{peer_class.name}_error"] = load_error
                     continue
                 row.update(measure_peer(peer, inputs, reference, batch_layouts or layouts,
-                                        args.repeats, args.warmups))
+                                        args.repeats, args.warmups, timer))
             print(progress_line(row, [peer_class.name for peer_class, *_ in peers],
                                 time.monotonic() - started), flush=True)
             out.write(json.dumps(row) + "\n")
