@@ -21,9 +21,9 @@ PEERS_BF16_MS = {128: (0.907, 0.766), 256: (0.728, 1.216), 512: (0.810, 1.439),
 # How every time in the rows was taken (attention_bench.cc's and sdpa_bench.py's ColdRunTimer).
 TIMING = ("CUDA events, median of 30 calls after warm-up; each timed call is queued behind an L2 "
           "flush (a write of 4x the L2, >= 256 MB; l2_flush_ms) and, in the Python benches, a "
-          "~1 ms GPU sleep before it (timing_prefix_ms), so that inputs start cold and host launch "
-          "time is not timed: *_host_ms is each call's median host time, hidden while below the "
-          "prefix")
+          "~1 ms GPU sleep before it (sdpa_timing_prefix_ms, peers_timing_prefix_ms), so that "
+          "inputs start cold and host launch time is not timed: *_host_ms is each call's median "
+          "host time, hidden while below the prefix")
 # peers_bench.py's field prefixes: FlashDeBERTa, DisentangledFlash.
 PEER_PREFIXES = ("fd_", "df_")
 
@@ -39,6 +39,7 @@ def merge_peers(row, peers_row):
     for key, value in peers_row.items():
         if key.startswith(PEER_PREFIXES) and not key.endswith("_version"):
             row[key] = value
+    row["peers_timing_prefix_ms"] = peers_row.get("timing_prefix_ms")
     times = [peers_row.get(prefix + "ms") for prefix in PEER_PREFIXES]
     times = [ms for ms in times if ms is not None]
     if times:
@@ -74,6 +75,7 @@ def main():
             for key in ("sdpa_cudnn_ms", "sdpa_flash_ms", "sdpa_cudnn_host_ms",
                         "sdpa_flash_host_ms"):
                 row[key] = match.get(key)
+            row["sdpa_timing_prefix_ms"] = match.get("timing_prefix_ms")
             if row["sdpa_cudnn_ms"]:
                 row["ours_over_sdpa_cudnn"] = ours["ours_ms"] / row["sdpa_cudnn_ms"]
             if row["sdpa_flash_ms"]:
