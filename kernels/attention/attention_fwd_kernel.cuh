@@ -469,70 +469,10 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   const bool has_saturated_tiles =
       has_positions && (m0 - (kN - 1) >= params.hi_threshold ||
                         m0 + Traits::kBlockM - 1 - last_n0 <= params.lo_threshold);
-  if constexpr (kSaturatedComputed) {
-    // PosK / PosQ rows [4][D] of the two saturated slots, one 16-byte chunk per thread.
-    if (has_saturated_tiles && threadIdx.x < 4 * Traits::kChunksPerRow) {
-      const int row = static_cast<int>(threadIdx.x) / Traits::kChunksPerRow;
-      const int column =
-          static_cast<int>(threadIdx.x) % Traits::kChunksPerRow * Traits::kChunkElements;
-      const Element* table = row < 2 ? params.pos_key : params.pos_query;
-      const int slot = row % 2 == 0 ? params.slot_hi : params.slot_lo;
-      uint4 chunk = make_uint4(0, 0, 0, 0);
-      if (table != nullptr) {
-        chunk = *reinterpret_cast<const uint4*>(table + slot * params.pos_row_stride +
-                                                static_cast<int64_t>(head) * D + column);
-      }
-      *reinterpret_cast<uint4*>(sSaturatedPositions + row * D + column) = chunk;
-    }
-  }
-  if (lut_in_shared && has_positions) {
-    const int reach = (seqlen + kN - 1) / kN * kN;
-    const int first = max(-Traits::kLutPad, m0 - reach + 1 + params.band);
-    const int last = min(2 * params.band + Traits::kLutPad, m0 + Traits::kBlockM - 1 + params.band);
-    for (int i = first + static_cast<int>(threadIdx.x); i <= last;
-         i += Traits::kThreads * kKeyGroups) {
-      sLut[i] = static_cast<int16_t>(params.lut[max(0, min(2 * params.band, i))]);
-    }
-  }
-  // kBothWindows (the table kernels and the warpgroup computed-window one): with one position
-  // term, the other's window holds zeros, never written, and band tiles add both windows without
-  // testing which terms exist per element (each test a predicate on every element's shared
-  // load). The register-capped mma.sync computed-window kernels keep the tests: without them
-  // ptxas spilled at d = 64.
-  constexpr bool kBothWindows = !kComputeWindows || Traits::kWgmma;
-  if (kBothWindows && has_positions && !(has_c2p && has_p2c)) {
-    Element* absent = has_c2p ? sP2C : sC2P;
-    for (int i = ThreadInGroup<Traits, kKeyGroups>(); i < Traits::kBiasRegionElements;
-         i += Traits::kThreads) {
-      absent[i] = Element();
-    }
-  }
-  // The slot table copy is read by every thread when it classifies tiles (and the mbarriers are
-  // initialised before anyone waits on them).
-  __syncthreads();
-
   // This thread's two rows (local), as query positions in the sequence.
   const int row_local[2] = {warp * 16 + group, warp * 16 + group + 8};
   const int query[2] = {m0 + row_local[0], m0 + row_local[1]};
   const int64_t table_base = static_cast<int64_t>(head) * params.total_tokens + seq_start;
-  // The row terms of saturated tiles, c_i = C2P[h, i, s] * scale_log2 for s = slot_hi, slot_lo,
-  // in shared memory (registers are scarce; published by the prologue's barrier).
-  if (!kComputeWindows && threadIdx.x < Traits::kBlockM) {
-    float c_hi = 0.0f;
-    float c_lo = 0.0f;
-    if (params.c2p != nullptr) {
-      // A saturated slot outside the batch's slot range belongs to no tile of this batch.
-      const Element* row =
-          params.c2p +
-          (table_base + min(m0 + static_cast<int>(threadIdx.x), seqlen - 1)) * params.slot_stride;
-      const int hi = params.slot_hi - params.slot_base;
-      const int lo = params.slot_lo - params.slot_base;
-      if (hi >= 0 && hi < params.slots) c_hi = ToFloat(row[hi]) * params.scale_log2;
-      if (lo >= 0 && lo < params.slots) c_lo = ToFloat(row[lo]) * params.scale_log2;
-    }
-    sCSaturated[threadIdx.x] = c_hi;
-    sCSaturated[Traits::kBlockM + threadIdx.x] = c_lo;
-  }
 
   // Class of the key tile at n0 (from its delta range, shared/KERNELS.md 2.8): a saturated tile
   // reads one slot (slot_hi when `high`, else slot_lo); a band tile stages the window of slots
@@ -548,7 +488,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     bool high;  // Saturated at slot_hi (else slot_lo).
     bool linear;
   };
-  auto classify = [&](int n0) {
+  // lut_global: read the slot table in global memory (the first tile's copies are issued before
+  // the shared copy exists).
+  auto classify = [&](int n0, bool lut_global = false) {
     const int delta_min = m0 - (n0 + kN - 1);
     const int delta_max = (m0 + Traits::kBlockM - 1) - n0;
     TileClass tile;
@@ -560,7 +502,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     tile.span = 0;
     if (has_positions && !tile.saturated) {
       const int first = max(-params.band, min(params.band, delta_min)) + params.band;
-      const int first_slot = lut_in_shared ? sLut[first] : __ldg(params.lut + first);
+      auto slot_of = [&](int entry) {
+        return lut_in_shared && !lut_global ? static_cast<int>(sLut[entry])
+                                            : __ldg(params.lut + entry);
+      };
+      const int first_slot = slot_of(first);
       // Deltas of the tile outside the sequence can fall below the batch's first slot; valid
       // pairs never do, so the window starts at the batch's first slot at the lowest.
       tile.window0 = kComputeWindows ? first_slot : max(0, first_slot - params.slot_base) & ~7;
@@ -568,7 +514,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         // Log buckets: a tile's 127 deltas reach fewer slots away from the diagonal (v3: 26 of
         // them for deltas 385 .. 511, one on saturated tiles), and only those are computed.
         const int last = max(-params.band, min(params.band, delta_max)) + params.band;
-        tile.span = sLut[last] - first_slot + 1;
+        tile.span = slot_of(last) - first_slot + 1;
       }
     }
     return tile;
@@ -582,44 +528,46 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // Held in the input type and converted at the store: converted at the load, the conversion
   // waited there for the global read (ncu, L = 8192: 7% of the warpgroup kernel's stall samples).
   Element p_saturated_next = Element();
-  auto issue_k_and_bias = [&](int n0) {
+  // The TMA copies of key tile n0 (thread 0 only; every thread is done with the previous K,
+  // windows and the V buffer this tile's V goes to: the barrier before the call, or none yet).
+  // Classified by the copying thread alone: only `tile.saturated` (thresholds) is used past
+  // issue_k_and_bias's copies, so the other warps skip the slot-table load of window0, which they
+  // waited for at every tile (ncu, L = 1024: 1.5% of the samples).
+  auto issue_tma_copies = [&](int n0, bool lut_global) {
+    const TileClass copied = classify(n0, lut_global);
+    const bool band = has_positions && !copied.saturated;
+    // Computed windows: PosK / PosQ rows window0 .. window0 + kComputedWindow - 1 of this
+    // head, swizzled for the window wgmmas (rows past PosK's end arrive as zeros). Tables: the
+    // C2P / P2C windows.
+    constexpr uint32_t kBiasBytes =
+        (kComputeWindows ? Traits::kPositionWindowElements : Traits::kWindowElements) *
+        sizeof(Element);
+    // (kValuesInC2P: the PosK rows and V come later, issue_pos_key and issue_values.)
+    const bool c2p_rows = band && has_c2p && !kValuesInC2P;
+    MbarrierArriveExpectBytes(key_barrier, Traits::kTileElements * sizeof(Element) +
+                                               (c2p_rows ? kBiasBytes : 0) +
+                                               (band && has_p2c ? kBiasBytes : 0));
+    TmaLoad2d(sK, &maps.k, head * D, seq_start + n0, key_barrier);
+    if (band && kComputeWindows) {
+      if (c2p_rows) TmaLoad2d(sC2P, &maps.c2p, head * D, copied.window0, key_barrier);
+      if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, head * D, copied.window0, key_barrier);
+    } else if (band) {
+      const int row = static_cast<int>(table_base);
+      if (has_c2p) TmaLoad2d(sC2P, &maps.c2p, copied.window0, row + m0, key_barrier);
+      if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, copied.window0, row + n0, key_barrier);
+    }
+    if constexpr (!kValuesInC2P) {
+      uint64_t* value_barrier = value_barriers + n0 / kN % 2;
+      MbarrierArriveExpectBytes(value_barrier, Traits::kTileElements * sizeof(Element));
+      TmaLoad2d(sV + n0 / kN % 2 * Traits::kTileElements, &maps.v, head * D, seq_start + n0,
+                value_barrier);
+    }
+  };
+  // tma_copies false: the prologue issued tile 0's TMA copies already (issue_tma_copies).
+  auto issue_k_and_bias = [&](int n0, bool tma_copies = true) {
     const TileClass tile = classify(n0);
     if constexpr (kTmaTiles) {
-      // Every thread is done with the previous K, windows and the V buffer this tile's V goes to
-      // (the barrier before this call).
-      if (threadIdx.x == 0) {
-        // Classified again by the copying thread alone: only `tile.saturated` (thresholds) is used
-        // past this block, so the other warps skip the slot-table load of window0, which they
-        // waited for at every tile (ncu, L = 1024: 1.5% of the samples).
-        const TileClass copied = classify(n0);
-        const bool band = has_positions && !copied.saturated;
-        // Computed windows: PosK / PosQ rows window0 .. window0 + kComputedWindow - 1 of this
-        // head, swizzled for the window wgmmas (rows past PosK's end arrive as zeros). Tables: the
-        // C2P / P2C windows.
-        constexpr uint32_t kBiasBytes =
-            (kComputeWindows ? Traits::kPositionWindowElements : Traits::kWindowElements) *
-            sizeof(Element);
-        // (kValuesInC2P: the PosK rows and V come later, issue_pos_key and issue_values.)
-        const bool c2p_rows = band && has_c2p && !kValuesInC2P;
-        MbarrierArriveExpectBytes(key_barrier, Traits::kTileElements * sizeof(Element) +
-                                                   (c2p_rows ? kBiasBytes : 0) +
-                                                   (band && has_p2c ? kBiasBytes : 0));
-        TmaLoad2d(sK, &maps.k, head * D, seq_start + n0, key_barrier);
-        if (band && kComputeWindows) {
-          if (c2p_rows) TmaLoad2d(sC2P, &maps.c2p, head * D, copied.window0, key_barrier);
-          if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, head * D, copied.window0, key_barrier);
-        } else if (band) {
-          const int row = static_cast<int>(table_base);
-          if (has_c2p) TmaLoad2d(sC2P, &maps.c2p, copied.window0, row + m0, key_barrier);
-          if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, copied.window0, row + n0, key_barrier);
-        }
-        if constexpr (!kValuesInC2P) {
-          uint64_t* value_barrier = value_barriers + n0 / kN % 2;
-          MbarrierArriveExpectBytes(value_barrier, Traits::kTileElements * sizeof(Element));
-          TmaLoad2d(sV + n0 / kN % 2 * Traits::kTileElements, &maps.v, head * D, seq_start + n0,
-                    value_barrier);
-        }
-      }
+      if (tma_copies && threadIdx.x == 0) issue_tma_copies(n0, false);
     } else {
       LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(sK, k_base, params.k_row_stride, n0,
                                                             seqlen);
@@ -664,10 +612,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     MbarrierArriveExpectBytes(value_barriers, Traits::kTileElements * sizeof(Element));
     TmaLoad2d(sV, &maps.v, head * D, seq_start + n0, value_barriers);
   };
-  auto issue_pos_key = [&](int n0) {
-    if (has_c2p && !classify(n0).saturated) {
+  auto issue_pos_key = [&](int n0, bool lut_global = false) {
+    const TileClass tile = classify(n0, lut_global);
+    if (has_c2p && !tile.saturated) {
       MbarrierArriveExpectBytes(pos_key_barrier, Traits::kPositionWindowElements * sizeof(Element));
-      TmaLoad2d(sC2P, &maps.c2p, head * D, classify(n0).window0, pos_key_barrier);
+      TmaLoad2d(sC2P, &maps.c2p, head * D, tile.window0, pos_key_barrier);
     }
   };
   auto store_p_saturated = [&]() {
@@ -675,16 +624,86 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     if (!kComputeWindows && thread < kN) sPSaturated[thread] = ToFloat(p_saturated_next);
   };
 
+  // The first tile's copies (K, PosK / PosQ rows or windows, V) go out before the slot table
+  // is staged, their window from the table in global memory: they then arrive while the CTA
+  // copies the table, instead of after it and the barrier that publishes it.
+  if constexpr (kTmaTiles) {
+    if (threadIdx.x == 0) {
+      issue_tma_copies(0, true);
+      if constexpr (kValuesInC2P) issue_pos_key(0, true);
+    }
+  }
+  if constexpr (kSaturatedComputed) {
+    // PosK / PosQ rows [4][D] of the two saturated slots, one 16-byte chunk per thread.
+    if (has_saturated_tiles && threadIdx.x < 4 * Traits::kChunksPerRow) {
+      const int row = static_cast<int>(threadIdx.x) / Traits::kChunksPerRow;
+      const int column =
+          static_cast<int>(threadIdx.x) % Traits::kChunksPerRow * Traits::kChunkElements;
+      const Element* table = row < 2 ? params.pos_key : params.pos_query;
+      const int slot = row % 2 == 0 ? params.slot_hi : params.slot_lo;
+      uint4 chunk = make_uint4(0, 0, 0, 0);
+      if (table != nullptr) {
+        chunk = *reinterpret_cast<const uint4*>(table + slot * params.pos_row_stride +
+                                                static_cast<int64_t>(head) * D + column);
+      }
+      *reinterpret_cast<uint4*>(sSaturatedPositions + row * D + column) = chunk;
+    }
+  }
+  if (lut_in_shared && has_positions) {
+    const int reach = (seqlen + kN - 1) / kN * kN;
+    const int first = max(-Traits::kLutPad, m0 - reach + 1 + params.band);
+    const int last = min(2 * params.band + Traits::kLutPad, m0 + Traits::kBlockM - 1 + params.band);
+    for (int i = first + static_cast<int>(threadIdx.x); i <= last;
+         i += Traits::kThreads * kKeyGroups) {
+      sLut[i] = static_cast<int16_t>(params.lut[max(0, min(2 * params.band, i))]);
+    }
+  }
+  // kBothWindows (the table kernels and the warpgroup computed-window one): with one position
+  // term, the other's window holds zeros, never written, and band tiles add both windows without
+  // testing which terms exist per element (each test a predicate on every element's shared
+  // load). The register-capped mma.sync computed-window kernels keep the tests: without them
+  // ptxas spilled at d = 64.
+  constexpr bool kBothWindows = !kComputeWindows || Traits::kWgmma;
+  if (kBothWindows && has_positions && !(has_c2p && has_p2c)) {
+    Element* absent = has_c2p ? sP2C : sC2P;
+    for (int i = ThreadInGroup<Traits, kKeyGroups>(); i < Traits::kBiasRegionElements;
+         i += Traits::kThreads) {
+      absent[i] = Element();
+    }
+  }
+  // The slot table copy is read by every thread when it classifies tiles (and the mbarriers are
+  // initialised before anyone waits on them).
+  __syncthreads();
+
+  // The row terms of saturated tiles, c_i = C2P[h, i, s] * scale_log2 for s = slot_hi, slot_lo,
+  // in shared memory (registers are scarce; published by the prologue's barrier).
+  if (!kComputeWindows && threadIdx.x < Traits::kBlockM) {
+    float c_hi = 0.0f;
+    float c_lo = 0.0f;
+    if (params.c2p != nullptr) {
+      // A saturated slot outside the batch's slot range belongs to no tile of this batch.
+      const Element* row =
+          params.c2p +
+          (table_base + min(m0 + static_cast<int>(threadIdx.x), seqlen - 1)) * params.slot_stride;
+      const int hi = params.slot_hi - params.slot_base;
+      const int lo = params.slot_lo - params.slot_base;
+      if (hi >= 0 && hi < params.slots) c_hi = ToFloat(row[hi]) * params.scale_log2;
+      if (lo >= 0 && lo < params.slots) c_lo = ToFloat(row[lo]) * params.scale_log2;
+    }
+    sCSaturated[threadIdx.x] = c_hi;
+    sCSaturated[Traits::kBlockM + threadIdx.x] = c_lo;
+  }
+
   // Software pipeline over key tiles, two barriers per tile (FlashAttention-2's order):
   //   KB(n), the K rows and bias operands of tile n, load during tile n-1's softmax and P V;
   //   V(n) loads during tile n's Q K^T and bias (TMA tiles: V(n + 1) is issued with KB(n + 1)
   //   into the other V buffer, and tile n waits for V(n) only before its P V; the computed-window
   //   kernel then needs no barrier at the top of the tile).
-  // Prologue: KB of the group's first tile follows Q (issued above); only Q is waited for here.
-  // (A group without tiles commits an empty copy group: the counts stay the same.)
+  // Prologue: KB of the group's first tile follows Q (issued above; TMA tiles: its copies too,
+  // before the slot table); only Q is waited for here. (A group without tiles commits an empty
+  // copy group: the counts stay the same.)
   if (kKeyGroups == 1 || key_group * kN < seqlen) {
-    issue_k_and_bias(key_group * kN);
-    if (kValuesInC2P && threadIdx.x == 0) issue_pos_key(key_group * kN);
+    issue_k_and_bias(key_group * kN, false);
     store_p_saturated();
   }
   if constexpr (kTmaTiles) {
