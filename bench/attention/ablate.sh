@@ -20,7 +20,9 @@
 #        bash bench/attention/ablate.sh run [ROUNDS] on the GPU machine, after
 #          `scripts/collect-runtime.sh .carry DIR/bench-*` here: ROUNDS (2) rounds of every
 #          variant, BF16 16k tokens, L = 128 ... 8192; one line of ms per variant and round, the
-#          benchmark's rows in $OUT/ablation/<variant>-<round>.txt
+#          benchmark's rows in $OUT/ablation/<variant>-<round>.txt. Any builds' bench-<name>
+#          binaries can be alternated this way (a same-call A/B): ABLATE_LENGTHS="128,...,8192"
+#          sets the lengths, ABLATE_MIX=true adds the MNLI-like mix (its row last on each line).
 set -euo pipefail
 usage() { sed -n 2,23p "$0" | sed 's/^# \{0,1\}//'; }
 read -r -a variants <<< "${ABLATE_VARIANTS:-base noc2p nop2c nowin nobias smem2 nowinbar nomid reg4 alias occ4 seq occ4seq occ4late}"
@@ -75,11 +77,13 @@ case "${1:-}" in
     export LD_LIBRARY_PATH="$PWD/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
     out=${OUT:-/tmp/out}/ablation
     mkdir -p "$out"
-    echo "ms at L = 128 512 1024 2048 8192"
+    lengths=${ABLATE_LENGTHS:-128,512,1024,2048,8192}
+    echo "ms at L = ${lengths//,/ }$([[ ${ABLATE_MIX:-false} == true ]] && echo ' mix')"
     for round in $(seq "$rounds"); do
       for variant in "${variants[@]}"; do
-        timeout 60 .carry/bin/bench-"$variant" --dtypes=bf16 --accuracy=false --mnli_mix=false \
-          --lengths=128,512,1024,2048,8192 | grep '^uniform' > "$out/$variant-$round.txt" || true
+        timeout 60 .carry/bin/bench-"$variant" --dtypes=bf16 --accuracy=false \
+          --mnli_mix="${ABLATE_MIX:-false}" --lengths="$lengths" |
+          grep -E '^(uniform|mnli_mix)' > "$out/$variant-$round.txt" || true
         echo "$variant round $round: $(awk '{printf "%s ", $7}' "$out/$variant-$round.txt")"
       done
     done
