@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Kernel changes waiting for the GPU (kernels/attention/NOTES.md, nineteenth session): a stack of
+# patches, bench/attention/candidates/NN-*.patch, each on the ones before it. `build` makes one
+# dflash-bench-attention per prefix of the stack (bench-base for the checkout's HEAD, then
+# bench-<patch name> with that patch and every earlier one applied) and the kernel tests of the
+# whole stack; `pack` puts them into the carried runtime folder; `run`, on the GPU machine, runs
+# the whole stack's tests and compute-sanitizer, then every build alternated in the same call
+# (bench/attention/ablate.sh run) and the accuracy rows of base and the whole stack.
+#
+# Usage: bash bench/attention/candidates.sh build DIR   here: builds into DIR from a scratch
+#          worktree of HEAD (the checkout is not touched; about 3 minutes per build on 2 cores)
+#        bash bench/attention/candidates.sh pack DIR    here: .carrypack/carry.tar.xz (carry
+#          [".carrypack"]; git-ignore it locally: echo /.carrypack/ >> .git/info/exclude)
+#        bash bench/attention/candidates.sh run [ROUNDS]  on the GPU machine: ROUNDS (3) rounds,
+#          BF16 16k tokens, L = 128 ... 8192 and the MNLI-like mix; logs and rows in $OUT
+set -euo pipefail
+usage() { sed -n 2,15p "$0" | sed 's/^# \{0,1\}//'; }
+here=$(cd "$(dirname "$0")" && pwd)
+mapfile -t patches < <(ls "$here"/candidates/*.patch 2>/dev/null | sort)
+names=()
+for patch in "${patches[@]}"; do names+=("$(basename "$patch" .patch)"); done
+case "${1:-}" in
+  build)
+    [[ $# -eq 2 && ${#patches[@]} -gt 0 ]] || { usage >&2; exit 2; }
+    mkdir -p "$2"
+    out=$(cd "$2" && pwd)
+    repo=$(git -C "$here" rev-parse --show-toplevel)
+    scratch=$(mktemp -d)
+    trap 'git -C "$repo" worktree remove --force "$scratch/src" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
+    git -C "$repo" worktree add --detach "$scratch/src" HEAD >/dev/null
+    cd "$scratch/src"
+    export PATH="/usr/local/cuda/bin:$PATH"
+    cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$scratch/cmake.log"
+    echo "== building base ($(git rev-parse --short HEAD))"
+    ninja -C build dflash-bench-attention > "$scratch/build-base.log" ||
+      { tail -20 "$scratch/build-base.log"; exit 1; }
+    cp build/bin/dflash-bench-attention "$out/bench-base"
+    for i in "${!patches[@]}"; do
+      echo "== building ${names[$i]}"
+      git apply "${patches[$i]}"
+      ninja -C build dflash-bench-attention > "$scratch/build-${names[$i]}.log" ||
+        { tail -20 "$scratch/build-${names[$i]}.log"; exit 1; }
+      cp build/bin/dflash-bench-attention "$out/bench-${names[$i]}"
+    done
+    ninja -C build disentangled_attention_test > "$scratch/build-tests.log" ||
+      { tail -20 "$scratch/build-tests.log"; exit 1; }
+    cp build/bin/disentangled_attention_test "$out/disentangled_attention_test-stack"
+    echo "built base ${names[*]} and the stack's tests into $out"
+    ;;
+  pack)
+    [[ $# -eq 2 ]] || { usage >&2; exit 2; }
+    repo=$(git -C "$here" rev-parse --show-toplevel)
+    cd "$repo"
+    rm -rf .carry .carrypack
+    scripts/collect-runtime.sh .carry "$2"/bench-* "$2"/disentangled_attention_test-stack
+    strip --strip-debug .carry/bin/* .carry/lib/*
+    mkdir -p .carrypack
+    tar -cf - .carry | xz -T2 -6 > .carrypack/carry.tar.xz
+    du -h .carrypack/carry.tar.xz
+    ;;
+  run)
+    rounds=${2:-3}
+    [[ -d .carry ]] || tar -xJf .carrypack/carry.tar.xz
+    export LD_LIBRARY_PATH="$PWD/.carry/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+    out=${OUT:-/tmp/out}
+    mkdir -p "$out"
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader || true
+    tests=.carry/bin/disentangled_attention_test-stack
+    set +e
+    "$tests" > "$out/tests-stack.log" 2>&1
+    echo "tests (whole stack) exit $?: $(grep -E '^\[  (PASSED|FAILED) ' "$out/tests-stack.log" | tr '\n' ' ')"
+    grep -E '^\[  FAILED  \]' "$out/tests-stack.log" | head -10
+    filter='AttentionTest.SingleSequencesAndLengthOne:AttentionTest.PaddedLayoutEqualsPackedOnValidRows'
+    filter+=':AttentionTest.InfinitiesStayInTheirSequence'
+    filter+=':AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/bf16_d64_c2p_p2c'
+    filter+=':AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/fp16_d64_c2p'
+    for tool in memcheck racecheck; do
+      timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" \
+        --gtest_filter="$filter" > "$out/sanitizer-$tool.log" 2>&1
+      echo "$tool exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tail -1)"
+    done
+    set -e
+    ABLATE_VARIANTS="base ${names[*]}" ABLATE_LENGTHS=128,256,512,1024,2048,4096,8192 \
+      ABLATE_MIX=true bash "$here/ablate.sh" run "$rounds" | tee "$out/ab.txt"
+    last=${names[${#names[@]}-1]}
+    for build in base "$last"; do
+      .carry/bin/bench-"$build" --dtypes=bf16,fp16 --lengths=512,2048,8192 --mnli_mix=false \
+        > "$out/accuracy-$build.txt" 2>&1 || echo "accuracy $build: the benchmark failed"
+      echo "accuracy $build: $(awk '/^uniform/ {printf "%s/%s %s  ", $2, $6, $9}' "$out/accuracy-$build.txt")"
+    done
+    # The device returns at most 8 files: the rounds' rows as one archive.
+    tar -czf "$out/ablation.tgz" -C "$out" ablation && rm -rf "$out/ablation"
+    ;;
+  -h|--help) usage ;;
+  *) usage >&2; exit 2 ;;
+esac
