@@ -9,8 +9,8 @@
 #
 # Usage: bash bench/attention/candidates.sh build DIR   here: builds into DIR from a scratch
 #          worktree of HEAD (the checkout is not touched; about 3 minutes per build on 2 cores)
-#        bash bench/attention/candidates.sh pack DIR    here: .carrypack/carry.tar.xz (carry
-#          [".carrypack"]; git-ignore it locally: echo /.carrypack/ >> .git/info/exclude)
+#        bash bench/attention/candidates.sh pack DIR    here: .carrypack/carry.tar.xz (git-ignored;
+#          the device call names it: carry [".carrypack"])
 #        bash bench/attention/candidates.sh run [ROUNDS]  on the GPU machine: ROUNDS (3) rounds,
 #          BF16 16k tokens, L = 128 ... 8192 and the MNLI-like mix; logs and rows in $OUT
 set -euo pipefail
