@@ -49,10 +49,11 @@ case "${1:-}" in
     ;;
   pack)
     [[ $# -eq 2 ]] || { usage >&2; exit 2; }
+    builds=$(cd "$2" && pwd)
     repo=$(git -C "$here" rev-parse --show-toplevel)
     cd "$repo"
     rm -rf .carry .carrypack
-    scripts/collect-runtime.sh .carry "$2"/bench-* "$2"/disentangled_attention_test-stack
+    scripts/collect-runtime.sh .carry "$builds"/bench-* "$builds"/disentangled_attention_test-stack
     strip --strip-debug .carry/bin/* .carry/lib/*
     mkdir -p .carrypack
     tar -cf - .carry | xz -T2 -6 > .carrypack/carry.tar.xz
