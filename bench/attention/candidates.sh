@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
-# Kernel changes waiting for the GPU (kernels/attention/NOTES.md, nineteenth session): a stack of
-# patches, bench/attention/candidates/NN-*.patch, each on the ones before it. `build` makes one
-# dflash-bench-attention per prefix of the stack (bench-base for the checkout's HEAD, then
+# Kernel changes waiting for the GPU: a stack of patches, NN-*.patch in $CANDIDATES (default
+# bench/attention/candidates/, empty since the twentieth session measured the nineteenth's stack:
+# bench/results/h200-attention-ab/v9.3-candidates/, made against CANDIDATES_BASE=5324652), each on
+# the ones before it and on CANDIDATES_BASE (default HEAD). `build` makes one
+# dflash-bench-attention per prefix of the stack (bench-base for CANDIDATES_BASE, then
 # bench-<patch name> with that patch and every earlier one applied) and the kernel tests of the
 # whole stack; `pack` puts them into the carried runtime folder; `run`, on the GPU machine, runs
 # the whole stack's tests and compute-sanitizer, then every build alternated in the same call
 # (bench/attention/ablate.sh run) and the accuracy rows of base and the whole stack.
 #
 # Usage: bash bench/attention/candidates.sh build DIR   here: builds into DIR from a scratch
-#          worktree of HEAD (the checkout is not touched; about 3 minutes per build on 2 cores)
+#          worktree of CANDIDATES_BASE (the checkout is not touched; about 3 minutes per build)
 #        bash bench/attention/candidates.sh pack DIR    here: .carrypack/carry.tar.xz (git-ignored;
 #          the device call names it: carry [".carrypack"])
 #        bash bench/attention/candidates.sh run [ROUNDS]  on the GPU machine: ROUNDS (3) rounds,
-#          BF16 16k tokens, L = 128 ... 8192 and the MNLI-like mix; logs and rows in $OUT
+#          BF16 16k tokens, L = 128 ... 8192 and the MNLI-like mix; logs and rows in $OUT (the
+#          same CANDIDATES as the build, for the builds' names)
 set -euo pipefail
-usage() { sed -n 2,15p "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n 2,18p "$0" | sed 's/^# \{0,1\}//'; }
 here=$(cd "$(dirname "$0")" && pwd)
-mapfile -t patches < <(ls "$here"/candidates/*.patch 2>/dev/null | sort)
+mapfile -t patches < <(ls "${CANDIDATES:-$here/candidates}"/*.patch 2>/dev/null | sort)
 names=()
 for patch in "${patches[@]}"; do names+=("$(basename "$patch" .patch)"); done
 case "${1:-}" in
@@ -27,7 +30,7 @@ case "${1:-}" in
     repo=$(git -C "$here" rev-parse --show-toplevel)
     scratch=$(mktemp -d)
     trap 'git -C "$repo" worktree remove --force "$scratch/src" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
-    git -C "$repo" worktree add --detach "$scratch/src" HEAD >/dev/null
+    git -C "$repo" worktree add --detach "$scratch/src" "${CANDIDATES_BASE:-HEAD}" >/dev/null
     cd "$scratch/src"
     export PATH="/usr/local/cuda/bin:$PATH"
     cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$scratch/cmake.log"

@@ -18,7 +18,8 @@
 // PosQ [2k, H, d] with MMAs (C2P_win = Q_blk . PosK_win^T, P2C_win = K_blk . PosQ_win^T, [64,
 // <= 128] each), which replaces the two table GEMMs and their DRAM round trip. The mma.sync
 // kernels run saturated tiles as band tiles too; the warpgroup one runs them as above, with c_i =
-// Q_i . PosK[s] computed once per CTA and p_j = K_j . PosQ[s] by wgmma beside Q K^T.
+// Q_i . PosK[s] computed once per CTA and p_j folded into Q: (Q_i + PosQ[s]) . K_j = Q_i . K_j +
+// p_j, one shifted Q tile per saturated side.
 // No bias value is gathered from global memory element by element. K (with the tile's bias
 // operands) and V are loaded one step ahead (FlashAttention-2's order: two barriers per tile in
 // the mma.sync kernels; the warpgroup ones below).
@@ -360,7 +361,11 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
 // (group g takes tiles g, g + kKeyGroups, ...; each its own shared buffers and named barrier)
 // and merge their softmax states at the end, as split-KV decoding does across CTAs: for batches
 // too small to fill the GPU (one short sequence), where a CTA's latency is the kernel's.
-template <typename Traits, bool kComputeWindows, int kMinBlocks, int kKeyGroups>
+// kSaturatedPossible: false compiles out the saturated-tile code, for batches whose longest
+// sequence keeps every tile inside the band (the host checks; SaturationFree): at L <= 512 that
+// code is never run but shapes the loop around it.
+template <typename Traits, bool kComputeWindows, int kMinBlocks, int kKeyGroups,
+          bool kSaturatedPossible = true>
 __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     DisentangledAttentionKernel(const AttentionParams<typename Traits::Element> params,
                                 const __grid_constant__ AttentionTensorMaps maps) {
@@ -459,16 +464,19 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   const bool has_positions = has_c2p || has_p2c;
   // The warpgroup computed-window kernel runs saturated tiles as the table kernels do (no window),
   // with the row and column terms computed instead of read from tables: c_i = Q_i . PosK[s] once
-  // per CTA, p_j = K_j . PosQ[s] by four more wgmma k-steps of the tile's Q K^T
-  // (WgmmaScoresWithColumnTerm). The mma.sync one runs them as band tiles.
+  // per CTA, and p_j = K_j . PosQ[s] inside the tile's Q K^T, whose A is Q' = Q + PosQ[s]
+  // (StoreQueriesWithColumnTerm) in the P2C region, which saturated tiles leave unused: tiles go
+  // from slot_hi's side through the band to slot_lo's, so Q'^hi is stored once before the first
+  // tile and Q'^lo once at the first slot_lo tile, after the band tiles' P2C windows are read. The
+  // mma.sync one runs them as band tiles.
   constexpr bool kSaturatedComputed = kComputeWindows && Traits::kWgmma;
   constexpr bool kSaturatedTiles = !kComputeWindows || kSaturatedComputed;
   // Whether any key tile of this CTA is saturated: the first tile's smallest delta or the last
   // one's largest is past a threshold (short sequences have none: no row terms to compute).
   const int last_n0 = (seqlen - 1) / kN * kN;
-  const bool has_saturated_tiles =
-      has_positions && (m0 - (kN - 1) >= params.hi_threshold ||
-                        m0 + Traits::kBlockM - 1 - last_n0 <= params.lo_threshold);
+  const bool has_saturated_tiles = kSaturatedPossible && has_positions &&
+                                   (m0 - (kN - 1) >= params.hi_threshold ||
+                                    m0 + Traits::kBlockM - 1 - last_n0 <= params.lo_threshold);
   // This thread's two rows (local), as query positions in the sequence.
   const int row_local[2] = {warp * 16 + group, warp * 16 + group + 8};
   const int query[2] = {m0 + row_local[0], m0 + row_local[1]};
@@ -496,7 +504,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     TileClass tile;
     tile.high = delta_min >= params.hi_threshold;
     // The mma.sync computed-window kernels run saturated tiles as band tiles.
-    tile.saturated = kSaturatedTiles && (tile.high || delta_max <= params.lo_threshold);
+    tile.saturated =
+        kSaturatedTiles && kSaturatedPossible && (tile.high || delta_max <= params.lo_threshold);
     tile.linear = delta_min >= -params.linear_band && delta_max <= params.linear_band;
     tile.window0 = 0;
     tile.span = 0;
@@ -745,6 +754,12 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     }
     if (has_saturated_tiles) {
       sCSaturated[which * Traits::kBlockM + row] = c * params.scale_log2;
+      // Q'^hi for the slot_hi tiles, which come first (tile 0's copies wrote nothing to the P2C
+      // region: it is saturated).
+      if (has_p2c && m0 - (kN - 1) >= params.hi_threshold) {
+        StoreQueriesWithColumnTerm<Traits>(sP2C, sQ, sSaturatedPositions + 2 * D);
+        FenceSharedForAsyncProxy();
+      }
       // Published here: with TMA tiles the loop has no barrier before the first tile's use.
       __syncthreads();
     }
@@ -905,8 +920,14 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     };
     if constexpr (kSaturatedComputed) {
       if (has_p2c && tile.saturated) {
-        WgmmaScoresWithColumnTerm<Traits>(s, sQ, sK, sSaturatedPositions + (tile.high ? 2 : 3) * D,
-                                          quad);
+        // The first slot_lo tile (every warp read the last band tile's P2C window before the
+        // barrier that preceded this tile's copies) stores Q'^lo over it.
+        if (!tile.high && (n0 == 0 || m0 + Traits::kBlockM - 1 - (n0 - kN) > params.lo_threshold)) {
+          StoreQueriesWithColumnTerm<Traits>(sP2C, sQ, sSaturatedPositions + 3 * D);
+          FenceSharedForAsyncProxy();
+          group_sync();
+        }
+        WgmmaScores<Traits>(s, sP2C, sK);
       } else if (has_positions && !tile.saturated) {
         // The band tile's bias first, s = C2P_win + P2C_win, then s += Q K^T: one add per score
         // fewer than adding the bias to Q K^T (same-call A/B on the H200: 1-2% at every length).

@@ -7,7 +7,11 @@
 // o [16, 64] per warp in registers.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/mma_sm80.h"
@@ -44,39 +48,34 @@ __device__ __forceinline__ void WgmmaScores(float (&s)[8][4], const typename Tra
   WgmmaFenceOperands(s);
 }
 
-// s [64, 64] = Q K^T + 1 p^T with p_j = K_j . pos (pos [d] in shared memory): the column term of
-// a saturated tile of the computed-window kernel, which has no P2C table to read p_j from, as
-// four more k-steps whose A has every row equal to pos (from registers: each thread's m16n8k16
-// A fragment holds pos[16 kk + 2 quad, +1] for both of its rows, and the same 8 columns on).
-// Exact products, float32 sums (the table kernels round p_j to the input type). Waits.
+// Q' [64, d] = Q + 1 pos^T (pos [d] in shared memory), rounded once per element to the input type,
+// into a swizzled tile beside Q (the same 128-byte swizzle: chunk c of row r at c ^ (r % 8)): on a
+// saturated tile of the computed-window kernel, Q'_i . K_j = Q_i . K_j + p_j with p_j = K_j .
+// PosQ[s], so WgmmaScores over Q' gives its scores with their column term in the four k-steps of
+// plain attention (computing p_j by four more k-steps cost 5% at L = 2048, 11% at 8192). Every
+// thread of the CTA stores kBlockM * d / 8 / kThreads chunks; the caller fences (generic to async
+// proxy, FenceSharedForAsyncProxy) and meets at a barrier before a wgmma reads Q'.
 template <typename Traits>
-__device__ __forceinline__ void WgmmaScoresWithColumnTerm(float (&s)[8][4],
-                                                          const typename Traits::Element* q,
-                                                          const typename Traits::Element* k,
-                                                          const typename Traits::Element* pos,
-                                                          int quad) {
-  static_assert(Traits::kHeadDim == 64 && Traits::kBlockN == 64, "one 64 x 64 tile");
-  uint32_t pos_fragments[Traits::kHeadDim / 16][4];
+__device__ __forceinline__ void StoreQueriesWithColumnTerm(typename Traits::Element* q_shifted,
+                                                           const typename Traits::Element* q,
+                                                           const typename Traits::Element* pos) {
+  using Element = typename Traits::Element;
+  using Pair = std::conditional_t<std::is_same_v<Element, __half>, __half2, __nv_bfloat162>;
+  static_assert(Traits::kHeadDim == 64 && !Traits::kTf32, "one 64 x 64 half-precision tile");
+  constexpr int kChunks = Traits::kBlockM * Traits::kChunksPerRow;
+  static_assert(kChunks % Traits::kThreads == 0, "whole chunks per thread");
 #pragma unroll
-  for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
-    const uint32_t low = *reinterpret_cast<const uint32_t*>(pos + 16 * kk + 2 * quad);
-    const uint32_t high = *reinterpret_cast<const uint32_t*>(pos + 16 * kk + 8 + 2 * quad);
-    pos_fragments[kk][0] = pos_fragments[kk][1] = low;
-    pos_fragments[kk][2] = pos_fragments[kk][3] = high;
-  }
-  const uint64_t q_descriptor = SwizzledTileDescriptor(SharedAddress(q));
-  const uint64_t k_descriptor = SwizzledTileDescriptor(SharedAddress(k));
-  WgmmaFenceOperands(s);
-  WgmmaFence();
-  IssueScores<Traits, false>(s, q_descriptor, k_descriptor);
+  for (int chunk = static_cast<int>(threadIdx.x); chunk < kChunks; chunk += Traits::kThreads) {
+    const int row = chunk / Traits::kChunksPerRow;
+    const int column = ((chunk % Traits::kChunksPerRow) ^ (row % 8)) * Traits::kChunkElements;
+    uint4 values = *reinterpret_cast<const uint4*>(q + chunk * Traits::kChunkElements);
+    const uint4 shift = *reinterpret_cast<const uint4*>(pos + column);
+    Pair* value_pairs = reinterpret_cast<Pair*>(&values);
+    const Pair* shift_pairs = reinterpret_cast<const Pair*>(&shift);
 #pragma unroll
-  for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
-    WgmmaRegisterShared<typename Traits::Element, true>(s, pos_fragments[kk],
-                                                        AdvanceDescriptor(k_descriptor, kk * 32));
+    for (int e = 0; e < 4; ++e) value_pairs[e] = __hadd2(value_pairs[e], shift_pairs[e]);
+    *reinterpret_cast<uint4*>(q_shifted + chunk * Traits::kChunkElements) = values;
   }
-  WgmmaCommit();
-  WgmmaWait<0>();
-  WgmmaFenceOperands(s);
 }
 
 // o [64, d] += P V: A = P [64, 64 keys] from the exponentiated scores in S's registers (their C

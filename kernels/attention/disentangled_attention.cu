@@ -86,6 +86,19 @@ void SaturationThresholds(const RelativePositionTable& table, int* lo, int* hi) 
   *lo = static_cast<int>(delta);
 }
 
+// Whether no key tile of a batch whose longest sequence has `m_blocks` 64-row query blocks is
+// saturated (DisentangledAttentionKernel's classification, thresholds from SaturationThresholds):
+// the tile at (m0, n0) tests delta_min = m0 - n0 - 63 against hi and delta_max = m0 - n0 + 63
+// against lo, over the whole tile (rows and keys past the sequence's end included), and m0 - n0
+// reaches (m_blocks - 1) * 64 either way.
+bool SaturationFree(int lo, int hi, int64_t m_blocks) {
+  using Traits = AttentionTraits<64, __half, true>;
+  static_assert(Traits::kBlockM == Traits::kBlockN);
+  const int64_t reach = (m_blocks - 1) * Traits::kBlockM;
+  const int64_t edge = Traits::kBlockN - 1;
+  return reach - edge < hi && edge - reach > lo;
+}
+
 // The widest band [-linear, linear] on which idx(delta) = idx(0) + delta (-1 when idx(1) is not
 // idx(0) + 1). A 64 x 64 band tile whose deltas all lie in it skips the table lookup.
 int LinearBand(const RelativePositionTable& table) {
@@ -215,7 +228,9 @@ bool CanRunShort(const AttentionProblem& p) {
 // The register caps (resident CTAs per SM) each window mode is compiled with at a head dim: the
 // first is the default. Every pair here is one template instantiation per dtype below
 // (LaunchHalf), each costing minutes of nvcc time: the d = 64 computed-window kernel alone has a
-// second one (2 CTAs per SM, uncapped), because d = 64 is every public DeBERTa checkpoint.
+// second one (2 CTAs per SM, uncapped), because d = 64 is every public DeBERTa checkpoint. (Its
+// four-CTA warpgroup form is also built without saturated-tile code, for batches that have none:
+// AttentionTilesSaturationFree; not a variant of its own, the launch picks it.)
 int DefaultMinBlocks(int head_dim, AttentionWindows windows) {
   // The Traits' caps (attention_fwd_kernel.cuh says why); they do not depend on the dtype.
   if (windows == AttentionWindows::kComputed) {
@@ -509,13 +524,14 @@ cudaError_t LaunchOverSequences(void (*kernel)(AttentionParams<Element>, Extra..
 }
 
 template <int kHeadDim, typename Element, bool kComputeWindows, int kMinBlocks, int kKeyGroups = 1,
-          bool kWgmma = false>
+          bool kWgmma = false, bool kSaturatedPossible = true>
 cudaError_t LaunchTensorCore(const AttentionParams<Element>& params,
                              const AttentionTensorMaps& maps, int m_blocks, int num_sequences,
                              cudaStream_t stream) {
   using Traits = AttentionTraits<kHeadDim, Element, kWgmma>;
   return LaunchOverSequences<Element, AttentionTensorMaps>(
-      DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks, kKeyGroups>,
+      DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks, kKeyGroups,
+                                  kSaturatedPossible>,
       Traits::kThreads * kKeyGroups,
       Traits::ValuesInC2P(kComputeWindows, kMinBlocks) ? Traits::kValuesInC2PSharedBytes
                                                        : Traits::SharedBytes(kKeyGroups),
@@ -604,10 +620,17 @@ cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int 
                                                              stream);
       }
       if (config.mma == AttentionMma::kWarpgroup) {
-        return config.min_blocks_per_sm == 4 ? LaunchTensorCore<64, Element, true, 4, 1, true>(
-                                                   params, maps, m_blocks, sequences, stream)
-                                             : LaunchTensorCore<64, Element, true, 3, 1, true>(
-                                                   params, maps, m_blocks, sequences, stream);
+        if (config.min_blocks_per_sm == 4) {
+          // The profiles' kernel at every length: without its saturated-tile code where the
+          // batch can have no saturated tile.
+          return SaturationFree(params.lo_threshold, params.hi_threshold, m_blocks)
+                     ? LaunchTensorCore<64, Element, true, 4, 1, true, false>(
+                           params, maps, m_blocks, sequences, stream)
+                     : LaunchTensorCore<64, Element, true, 4, 1, true>(params, maps, m_blocks,
+                                                                       sequences, stream);
+        }
+        return LaunchTensorCore<64, Element, true, 3, 1, true>(params, maps, m_blocks, sequences,
+                                                               stream);
       }
       return config.min_blocks_per_sm == 2
                  ? LaunchTensorCore<64, Element, true, 2>(params, maps, m_blocks, sequences, stream)
@@ -789,6 +812,14 @@ AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem) 
     config.min_blocks_per_sm = 4;
   }
   return config;
+}
+
+bool AttentionTilesSaturationFree(const AttentionProblem& problem) {
+  if (!HasPositions(problem)) return true;
+  int lo = 0;
+  int hi = 0;
+  SaturationThresholds(problem.positions, &lo, &hi);
+  return SaturationFree(lo, hi, (LongestSequence(problem) + 63) / 64);
 }
 
 AttentionKernelConfig AttentionLaunchConfig(const AttentionProblem& problem,

@@ -135,6 +135,12 @@ AttentionKernelConfig AttentionLaunchConfig(const AttentionProblem& problem,
                                             const AttentionKernelConfig& config,
                                             const AttentionDeviceLimits& limits);
 
+// True when no 64 x 64 tile of `problem`'s longest sequence is saturated (every delta of the
+// tile, rows and keys past the sequence's end included, on the slot of +band or on that of
+// -band): the four-CTA warpgroup kernel then runs a variant compiled without its saturated-tile
+// code. DeBERTa-v3 positions: sequences of up to 576 tokens (nine 64-row blocks).
+bool AttentionTilesSaturationFree(const AttentionProblem& problem);
+
 // cudaSuccess when `config` names a variant this binary has and that can run `problem` (head dim,
 // position table, dtype); cudaErrorInvalidValue otherwise. Does not validate the problem itself.
 cudaError_t CheckAttentionConfig(const AttentionProblem& problem,

@@ -105,9 +105,9 @@ struct WgmmaType<__nv_bfloat16> {
 };
 
 // One m64n64k16 wgmma with input type `type` ("bf16" or "f16"): A and B from descriptors (both
-// K-major), or A from registers and B MN-major or K-major. Accumulating (scale-d = 1), or, for
-// the first k-step of a product that starts from zero, overwriting (scale-d = 0: the accumulators
-// need no zeroing, 32 moves per thread and tile).
+// K-major), or A from registers and B MN-major. Accumulating (scale-d = 1), or, for the first
+// k-step of a product that starts from zero, overwriting (scale-d = 0: the accumulators need no
+// zeroing, 32 moves per thread and tile).
 #define DFLASH_WGMMA_SHARED_SHARED(type)                                               \
   asm volatile(                                                                        \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                     \
@@ -119,9 +119,9 @@ struct WgmmaType<__nv_bfloat16> {
   asm volatile(                                                                        \
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
       "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32 \
-      ", {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"                                \
+      ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                  \
       : DFLASH_WGMMA_D32_OPERANDS(d)                                                   \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_descriptor), "n"(kBKMajor ? 0 : 1))
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_descriptor))
 
 // d [64, 64] += A [64, 16] B [16, 64] (without kAccumulate: d = A B), A and B from shared
 // memory, both K-major.
@@ -143,9 +143,8 @@ __device__ __forceinline__ void WgmmaSharedShared(float (&d)[8][4], uint64_t a_d
 }
 
 // d [64, 64] += A [64, 16] B [16, 64], A from registers (the warp's 16 rows, m16n8k16 A
-// layout), B from shared memory MN-major (rows of B contiguous: P V) or, with kBKMajor,
-// K-major (as for Q K^T).
-template <typename Element, bool kBKMajor = false>
+// layout), B from shared memory MN-major (rows of B contiguous: P V).
+template <typename Element>
 __device__ __forceinline__ void WgmmaRegisterShared(float (&d)[8][4], const uint32_t (&a)[4],
                                                     uint64_t b_descriptor) {
 #if DFLASH_SM90A_TARGET

@@ -1433,6 +1433,44 @@ TEST(AttentionConfigTest, KeyGroupsSplitOnlyGridsThatLeaveSmsIdle) {
   EXPECT_EQ(kernels::CheckAttentionConfig(problem, computed), cudaSuccess);
 }
 
+// The four-CTA warpgroup kernel drops its saturated-tile code for batches with no saturated
+// tile: checked against the definition, a 64 x 64 tile (rows and keys past the end included)
+// whose deltas all index the slot of +band, or all that of -band.
+TEST(AttentionConfigTest, SaturationFreeUntilSomeTileReadsOneSaturatedSlot) {
+  const RelativePositionIndex index(V3Positions(true));
+  const int32_t top = index(index.band());
+  const int32_t bottom = index(-index.band());
+  auto has_saturated_tile = [&](int length) {
+    for (int64_t m0 = 0; m0 < length; m0 += 64) {
+      for (int64_t n0 = 0; n0 < length; n0 += 64) {
+        bool high = true;
+        bool low = true;
+        for (int64_t delta = m0 - n0 - 63; delta <= m0 - n0 + 63; ++delta) {
+          high = high && index(delta) == top;
+          low = low && index(delta) == bottom;
+        }
+        if (high || low) return true;
+      }
+    }
+    return false;
+  };
+  for (int length = 1; length <= 1100; ++length) {
+    const kernels::AttentionProblem problem = SizingProblem(index, length, length);
+    ASSERT_EQ(kernels::AttentionTilesSaturationFree(problem), !has_saturated_tile(length))
+        << length;
+  }
+  for (int length : {2048, 4097, 32768}) {
+    EXPECT_FALSE(kernels::AttentionTilesSaturationFree(SizingProblem(index, length, length)));
+  }
+  // v3: nine 64-row blocks (576 tokens) keep every tile in the band.
+  EXPECT_TRUE(kernels::AttentionTilesSaturationFree(SizingProblem(index, 576, 576)));
+  EXPECT_FALSE(kernels::AttentionTilesSaturationFree(SizingProblem(index, 577, 577)));
+  // Plain attention has no saturated tile at any length.
+  kernels::AttentionProblem plain = SizingProblem(index, 32768, 32768);
+  plain.pos_key = plain.pos_query = nullptr;
+  EXPECT_TRUE(kernels::AttentionTilesSaturationFree(plain));
+}
+
 TEST(AttentionConfigTest, ForwardRefusesAConfigThatDoesNotApply) {
   // Rejected before the device is touched: the problem's pointers are never dereferenced.
   const RelativePositionIndex index(V3Positions(true));
