@@ -362,8 +362,9 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
 // and merge their softmax states at the end, as split-KV decoding does across CTAs: for batches
 // too small to fill the GPU (one short sequence), where a CTA's latency is the kernel's.
 // kSaturatedPossible: false compiles out the saturated-tile code, for batches whose longest
-// sequence keeps every tile inside the band (the host checks; SaturationFree): at L <= 512 that
-// code is never run but shapes the loop around it.
+// sequence keeps every tile inside the band (the host checks: AttentionTilesSaturationFree; v3
+// positions, L <= 576), where that code never runs but shapes the loop around it (A/B on the
+// H200: 0.9% at L = 512).
 template <typename Traits, bool kComputeWindows, int kMinBlocks, int kKeyGroups,
           bool kSaturatedPossible = true>
 __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
