@@ -418,7 +418,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   float* sCSaturated = reinterpret_cast<float*>(common_bytes + Traits::kBarrierBytes);
   // [4][D]: PosK at slot_hi, slot_lo, then PosQ (kSaturatedComputed only).
   Element* sSaturatedPositions = reinterpret_cast<Element*>(sCSaturated + 2 * Traits::kBlockM);
-  // idx(delta) at sLut[delta + band] for |delta| <= band + kLutPad.
+  // idx(delta) at sLut[delta + band] for |delta| <= band + kLutPad, in elements, or in bytes
+  // (idx * sizeof(Element), kLutShift 1) for the warpgroup computed-window kernel (below).
   int16_t* sLut = reinterpret_cast<int16_t*>(reinterpret_cast<unsigned char*>(sSaturatedPositions) +
                                              Traits::kSaturatedPositionBytes) +
                   Traits::kLutPad;
@@ -471,6 +472,14 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // tile and Q'^lo once at the first slot_lo tile, after the band tiles' P2C windows are read. The
   // mma.sync one runs them as band tiles.
   constexpr bool kSaturatedComputed = kComputeWindows && Traits::kWgmma;
+  // The warpgroup computed-window kernel's shared slot table holds byte offsets (idx *
+  // sizeof(Element)): a table-path gather addresses its window element with one add (row base +
+  // offset) where an element index took an add and a shift-add (SASS of the four-CTA kernel: 53
+  // -> 18 LEA). Alone it measured no faster on the H200 (same-call A/B, NOTES v9.4: the band
+  // tile's chain of waits bounds it, not its instruction count); it ships with the barrier
+  // change at the end of the tile loop, measured together.
+  constexpr int kLutShift = kSaturatedComputed ? 1 : 0;
+  static_assert(!kSaturatedComputed || sizeof(Element) == 2, "byte offsets of 16-bit windows");
   constexpr bool kSaturatedTiles = !kComputeWindows || kSaturatedComputed;
   // Whether any key tile of this CTA is saturated: the first tile's smallest delta or the last
   // one's largest is past a threshold (short sequences have none: no row terms to compute).
@@ -513,7 +522,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     if (has_positions && !tile.saturated) {
       const int first = max(-params.band, min(params.band, delta_min)) + params.band;
       auto slot_of = [&](int entry) {
-        return lut_in_shared && !lut_global ? static_cast<int>(sLut[entry])
+        return lut_in_shared && !lut_global ? static_cast<int>(sLut[entry]) >> kLutShift
                                             : __ldg(params.lut + entry);
       };
       const int first_slot = slot_of(first);
@@ -665,7 +674,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     const int last = min(2 * params.band + Traits::kLutPad, m0 + Traits::kBlockM - 1 + params.band);
     for (int i = first + static_cast<int>(threadIdx.x); i <= last;
          i += Traits::kThreads * kKeyGroups) {
-      sLut[i] = static_cast<int16_t>(params.lut[max(0, min(2 * params.band, i))]);
+      sLut[i] = static_cast<int16_t>(params.lut[max(0, min(2 * params.band, i))] << kLutShift);
     }
   }
   // kBothWindows (the table kernels and the warpgroup computed-window one): with one position
@@ -911,9 +920,18 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int column = t * 8 + e;  // Past quad * 2.
-              const int slot = lut_row[-column];
-              accumulate(acc[t][2 * r + e], c2p_row + slot, p2c_rows + column * kSlotWindow + slot,
-                         assign);
+              if constexpr (kLutShift == 1) {
+                const int offset = lut_row[-column];  // idx * sizeof(Element).
+                const unsigned char* c2p_bytes = reinterpret_cast<const unsigned char*>(c2p_row);
+                const unsigned char* p2c_bytes =
+                    reinterpret_cast<const unsigned char*>(p2c_rows + column * kSlotWindow);
+                accumulate(acc[t][2 * r + e], reinterpret_cast<const Element*>(c2p_bytes + offset),
+                           reinterpret_cast<const Element*>(p2c_bytes + offset), assign);
+              } else {
+                const int slot = lut_row[-column];
+                accumulate(acc[t][2 * r + e], c2p_row + slot,
+                           p2c_rows + column * kSlotWindow + slot, assign);
+              }
             }
           }
         }
@@ -986,7 +1004,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         }
       };
       if (lut_in_shared) {
-        add_band_bias([&](int entry) { return static_cast<int>(sLut[entry]); });
+        add_band_bias([&](int entry) { return static_cast<int>(sLut[entry]) >> kLutShift; });
       } else {
         add_band_bias([&](int entry) { return __ldg(params.lut + entry); });
       }
@@ -1074,10 +1092,18 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // with this tile's) goes to shared memory; the next iteration's first barrier publishes it.
     if (has_next) store_p_saturated();
     if constexpr (kValuesInC2P) {
-      // Every warp is done with V(n): the next band tile's PosK rows may overwrite it.
-      if (has_next) {
+      // Every warp is done with V(n): the next band tile's PosK rows may overwrite it. Before a
+      // saturated tile (no PosK rows; its V goes out after its mid-tile barrier, which every warp
+      // reaches past this P V), or without a C2P term, nothing is copied here: no barrier (with
+      // the byte-offset slot table, same-call A/B on the H200: -0.4% at L = 2048, -0.8% at 4096,
+      // -1.0% at 8192).
+      const int next_n0 = n0 + kN;
+      const bool next_saturated =
+          kSaturatedPossible && (m0 - (next_n0 + kN - 1) >= params.hi_threshold ||
+                                 m0 + Traits::kBlockM - 1 - next_n0 <= params.lo_threshold);
+      if (has_next && has_c2p && !next_saturated) {
         group_sync();
-        if (threadIdx.x == 0) issue_pos_key(n0 + kN);
+        if (threadIdx.x == 0) issue_pos_key(next_n0);
       }
     }
   }
