@@ -69,21 +69,10 @@ case "${1:-}" in
     out=${OUT:-/tmp/out}
     mkdir -p "$out"
     nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader || true
-    tests=.carry/bin/disentangled_attention_test-stack
-    set +e
-    "$tests" > "$out/tests-stack.log" 2>&1
-    echo "tests (whole stack) exit $?: $(grep -E '^\[  (PASSED|FAILED) ' "$out/tests-stack.log" | tr '\n' ' ')"
-    grep -E '^\[  FAILED  \]' "$out/tests-stack.log" | head -10
-    filter='AttentionTest.SingleSequencesAndLengthOne:AttentionTest.PaddedLayoutEqualsPackedOnValidRows'
-    filter+=':AttentionTest.InfinitiesStayInTheirSequence'
-    filter+=':AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/bf16_d64_c2p_p2c'
-    filter+=':AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/fp16_d64_c2p'
-    for tool in memcheck racecheck; do
-      timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 "$tests" \
-        --gtest_filter="$filter" > "$out/sanitizer-$tool.log" 2>&1
-      echo "$tool exit $?: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer-$tool.log" | tail -1)"
-    done
-    set -e
+    # The whole stack's kernel tests and compute-sanitizer (kernel_checks.sh).
+    # shellcheck source=bench/attention/kernel_checks.sh
+    source "$here/kernel_checks.sh"
+    attention_kernel_checks .carry/bin/disentangled_attention_test-stack "$out"
     ABLATE_VARIANTS="base ${names[*]}" ABLATE_LENGTHS=128,256,512,1024,2048,4096,8192 \
       ABLATE_MIX=true bash "$here/ablate.sh" run "$rounds" | tee "$out/ab.txt"
     last=${names[${#names[@]}-1]}

@@ -24,26 +24,16 @@ out=${OUT:-/tmp/out}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+# shellcheck source=bench/attention/kernel_checks.sh
+source "$(dirname "$0")/kernel_checks.sh"
 
 if (( ! skip_tests )); then
-echo "== kernel tests"
-# The whole log first, then a summary of it: `head` in the test's own pipe would end the test
-# run (SIGPIPE through tee) once its lines ran out.
-.carry/bin/disentangled_attention_test > "$out/attention_test.log" 2>&1
-echo "exit $?"
-grep -E "FAILED|PASSED|Failure" "$out/attention_test.log" | head -40
+echo "== kernel tests and compute-sanitizer (memcheck, racecheck) on small cases"
+attention_kernel_checks .carry/bin/disentangled_attention_test "$out"
 if [[ -x .carry/bin/attention_tuning_test ]]; then
   .carry/bin/attention_tuning_test > "$out/attention_tuning_test.log" 2>&1
   echo "attention_tuning_test exit $?: $(grep -E '^\[  (PASSED|FAILED) ' "$out/attention_tuning_test.log" | tr '\n' ' ')"
 fi
-
-echo "== compute-sanitizer (memcheck, racecheck) on small cases"
-for tool in memcheck racecheck; do
-  compute-sanitizer --tool "$tool" --error-exitcode 9 .carry/bin/disentangled_attention_test \
-    --gtest_filter='AttentionTest.SingleSequencesAndLengthOne:AttentionTest.PaddedLayoutEqualsPackedOnValidRows:AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/fp16_d32_p2c:AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/fp16_d128_c2p:HeadDims/Tf32Test.PackedMixedLengthsMatchFloat64/d64_p2c:AllTypes/AttentionAccuracyTest.PackedMixedLengthsMatchFloat64/bf16_d64_c2p_p2c' \
-    > "$out/sanitizer_$tool.log" 2>&1
-  echo "$tool exit $? : $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_$tool.log" | tail -1)"
-done
 fi
 
 echo "== benchmark"
