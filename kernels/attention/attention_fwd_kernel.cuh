@@ -480,6 +480,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // change at the end of the tile loop, measured together.
   constexpr int kLutShift = kSaturatedComputed ? 1 : 0;
   static_assert(!kSaturatedComputed || sizeof(Element) == 2, "byte offsets of 16-bit windows");
+  // log2(sizeof(Element)): the table path's entries scaled to bytes (2- and 4-byte elements).
+  constexpr int kElementShift = sizeof(Element) == 4 ? 2 : 1;
+  static_assert(sizeof(Element) == 2 || sizeof(Element) == 4, "16- or 32-bit elements");
   constexpr bool kSaturatedTiles = !kComputeWindows || kSaturatedComputed;
   // Whether any key tile of this CTA is saturated: the first tile's smallest delta or the last
   // one's largest is past a threshold (short sequences have none: no row terms to compute).
@@ -920,18 +923,13 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int column = t * 8 + e;  // Past quad * 2.
-              if constexpr (kLutShift == 1) {
-                const int offset = lut_row[-column];  // idx * sizeof(Element).
-                const unsigned char* c2p_bytes = reinterpret_cast<const unsigned char*>(c2p_row);
-                const unsigned char* p2c_bytes =
-                    reinterpret_cast<const unsigned char*>(p2c_rows + column * kSlotWindow);
-                accumulate(acc[t][2 * r + e], reinterpret_cast<const Element*>(c2p_bytes + offset),
-                           reinterpret_cast<const Element*>(p2c_bytes + offset), assign);
-              } else {
-                const int slot = lut_row[-column];
-                accumulate(acc[t][2 * r + e], c2p_row + slot,
-                           p2c_rows + column * kSlotWindow + slot, assign);
-              }
+              // The entry in bytes: idx * sizeof(Element) (kLutShift 1 stores it so).
+              const int offset = lut_row[-column] << (kElementShift - kLutShift);
+              const unsigned char* c2p_bytes = reinterpret_cast<const unsigned char*>(c2p_row);
+              const unsigned char* p2c_bytes =
+                  reinterpret_cast<const unsigned char*>(p2c_rows + column * kSlotWindow);
+              accumulate(acc[t][2 * r + e], reinterpret_cast<const Element*>(c2p_bytes + offset),
+                         reinterpret_cast<const Element*>(p2c_bytes + offset), assign);
             }
           }
         }
@@ -1098,6 +1096,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       // the byte-offset slot table, same-call A/B on the H200: -0.4% at L = 2048, -0.8% at 4096,
       // -1.0% at 8192).
       const int next_n0 = n0 + kN;
+      // (TileClass::saturated's test, written out: classify here put 8 more instructions into the
+      // measured four-CTA kernel.)
       const bool next_saturated =
           kSaturatedPossible && (m0 - (next_n0 + kN - 1) >= params.hi_threshold ||
                                  m0 + Traits::kBlockM - 1 - next_n0 <= params.lo_threshold);
