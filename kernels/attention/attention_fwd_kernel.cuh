@@ -313,15 +313,18 @@ __device__ __forceinline__ void ComputeWindowRows(uint32_t (&packed)[kComputedWi
 
 // Stores a computed window's first 16 * pairs columns (packed column tiles, ComputeWindowRows)
 // as rows row0 .. row0 + 15 of a window with kStride elements per row ([64, kSlotWindow] by
-// default).
-template <typename Traits, int kStride = kSlotWindow, int kTiles = kComputedWindow / 8>
+// default), of at most the first kStoredTiles tiles. (A bound the compiler can see: a tile it
+// could store unwritten on some path stays live around the whole key loop.)
+template <typename Traits, int kStride = kSlotWindow, int kTiles = kComputedWindow / 8,
+          int kStoredTiles = kTiles>
 __device__ __forceinline__ void StoreWindowRows(typename Traits::Element* window,
                                                 const uint32_t (&packed)[kTiles][2], int row0,
                                                 int pairs, int lane) {
+  static_assert(kStoredTiles <= kTiles, "stored tiles are packed tiles");
   const int group = lane / 4;
   const int quad = lane % 4;
 #pragma unroll
-  for (int t = 0; t < kTiles; ++t) {
+  for (int t = 0; t < kStoredTiles; ++t) {
     if (t >= 2 * pairs) break;
     *reinterpret_cast<uint32_t*>(window + (row0 + group) * kStride + t * 8 + quad * 2) =
         packed[t][0];
@@ -814,22 +817,80 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         // warp that stores them, so the barrier before the C2P store publishes P2C's and a warp
         // barrier publishes C2P's (two CTA barriers for the windows, not three; with the
         // mid-tile barrier, three per band tile).
-        uint32_t packed[kComputedWindow / 8][2];
-        const bool two_halves = tile.span > kComputedWindow / 2;
+        // One copy per window width (the slots computed: 128, or 64, or in the four-CTA kernel 32
+        // where the tile reaches no more, m64n32: v3's tiles 6-8 blocks off the diagonal): with
+        // the number of halves a runtime choice, the second half's packed tiles (16 registers)
+        // stayed live around the whole key loop, since the stores could read them on a path that
+        // had not computed them.
         const int pairs = (tile.span + 15) / 16;
-        if (has_p2c) {
-          WgmmaWindow<Traits, kValuesInC2P>(packed, sK, sP2C, two_halves);
-          group_sync();
-          StoreWindowRows<Traits>(sP2C, packed, warp * 16, pairs, lane);
-        }
-        if (has_c2p) {
-          if constexpr (kValuesInC2P) MbarrierWait(pos_key_barrier, pos_key_tiles++ % 2);
-          WgmmaWindow<Traits, kValuesInC2P>(packed, sQ, sC2P, two_halves);
-          group_sync();
-          StoreWindowRows<Traits>(sC2P, packed, warp * 16, pairs, lane);
-          __syncwarp();
+        auto band_windows = [&](auto width_constant) {
+          constexpr int kWidth = decltype(width_constant)::value;
+          constexpr bool kTwoHalves = kWidth > kComputedWindow / 2;
+          [[maybe_unused]] constexpr int kFirstHalf = kTwoHalves ? kComputedWindow / 2 : kWidth;
+          uint32_t packed[kComputedWindow / 8][2];
+          // packed = A . Pos^T over the window's kWidth slots (WgmmaWindow's layout).
+          auto compute = [&](const Element* a, const Element* pos) {
+            if constexpr (kValuesInC2P) {
+              float first_half[8][4];
+              IssueWindowHalf<Traits, kFirstHalf>(first_half, a, pos, 0);
+              CompleteWindowHalf<Traits, kFirstHalf>(packed, 0, first_half);
+              if constexpr (kTwoHalves) {
+                float second_half[8][4];
+                IssueWindowHalf<Traits>(second_half, a, pos, 1);
+                CompleteWindowHalf<Traits>(packed, 1, second_half);
+              }
+            } else {
+              WgmmaWindow<Traits>(packed, a, pos, kTwoHalves);
+            }
+          };
+          auto store = [&](Element* window) {
+            StoreWindowRows<Traits, kSlotWindow, kComputedWindow / 8, kWidth / 8>(
+                window, packed, warp * 16, pairs, lane);
+          };
+          if constexpr (kValuesInC2P && !kTwoHalves) {
+            if (has_p2c && has_c2p) {
+              // Both terms (DeBERTa's), one half: C2P's window runs on the tensor cores while the
+              // CTA meets and stores the P2C window (it reads Q and the PosK rows, not the P2C
+              // region). (Two halves: the P2C window's 32 packed registers beside C2P's
+              // accumulators spilled.)
+              compute(sK, sP2C);
+              MbarrierWait(pos_key_barrier, pos_key_tiles++ % 2);
+              float c2p_half[8][4];
+              IssueWindowHalf<Traits, kWidth>(c2p_half, sQ, sC2P, 0);
+              group_sync();
+              store(sP2C);
+              CompleteWindowHalf<Traits, kWidth>(packed, 0, c2p_half);
+              group_sync();
+              store(sC2P);
+              __syncwarp();
+              return;
+            }
+          }
+          if (has_p2c) {
+            compute(sK, sP2C);
+            group_sync();
+            store(sP2C);
+          }
+          if (has_c2p) {
+            if constexpr (kValuesInC2P) MbarrierWait(pos_key_barrier, pos_key_tiles++ % 2);
+            compute(sQ, sC2P);
+            group_sync();
+            store(sC2P);
+            __syncwarp();
+          } else {
+            group_sync();
+          }
+        };
+        if (tile.span > kComputedWindow / 2) {
+          band_windows(std::integral_constant<int, kComputedWindow>{});
+        } else if constexpr (!kValuesInC2P) {
+          band_windows(std::integral_constant<int, kComputedWindow / 2>{});
+        } else if (!kSaturatedPossible || pairs > 2) {
+          // (The saturation-free kernel, L <= 576, has few tiles that far from the diagonal: 6
+          // of 64 at L = 512, where it timed the same with the narrow copy, NOTES v9.7.)
+          band_windows(std::integral_constant<int, 64>{});
         } else {
-          group_sync();
+          band_windows(std::integral_constant<int, 32>{});
         }
       }
     } else if constexpr (kComputeWindows) {

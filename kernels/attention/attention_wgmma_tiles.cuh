@@ -109,17 +109,64 @@ __device__ __forceinline__ void WgmmaValues(float (&o)[8][4], const float (&p)[8
   WgmmaFenceOperands(o);
 }
 
-// Window half h's accumulators [64, 64], rounded to the input type, into packed's column tiles
-// 8 h .. 8 h + 7 (WgmmaWindow's layout).
-template <typename Traits>
+// Window half h's accumulators [64, 8 kTiles], rounded to the input type, into packed's column
+// tiles 8 h .. 8 h + kTiles - 1 (WgmmaWindow's layout).
+template <typename Traits, int kTiles = 8>
 __device__ __forceinline__ void PackWindowHalf(uint32_t (&packed)[kComputedWindow / 8][2], int h,
                                                const float (&acc)[8][4]) {
   using MmaOp = Mma<typename Traits::Element>;
 #pragma unroll
-  for (int t = 0; t < 8; ++t) {
+  for (int t = 0; t < kTiles; ++t) {
     packed[8 * h + t][0] = MmaOp::Pack(acc[t][0], acc[t][1]);
     packed[8 * h + t][1] = MmaOp::Pack(acc[t][2], acc[t][3]);
   }
+}
+
+// WgmmaFenceOperands over the first kTiles column tiles of acc (a narrow window half's).
+template <int kTiles>
+__device__ __forceinline__ void WgmmaFenceWindowOperands(float (&acc)[8][4]) {
+#pragma unroll
+  for (int t = 0; t < kTiles; ++t) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(acc[t][e])::"memory");
+  }
+}
+
+// Issues half h of a computed window as one commit group, without waiting: acc [64, kN] = A
+// [64, d] . Pos[64 h .. 64 h + kN - 1]^T (A = Q or K, Pos = the staged PosK / PosQ rows
+// [kComputedWindow, d], swizzled tiles; kN = 32 for a tile reaching at most 32 slots: m64n32,
+// half the MMA work and half of Pos's operand reads). CompleteWindowHalf waits for it.
+// Each half needs its own accumulator array: with one array for both halves issued back to back
+// (the halves a compile-time count), ptxas (CUDA 13.0) dropped the first half's wgmma and stored
+// the second half's results in both halves' columns (NOTES v9.7).
+template <typename Traits, int kN = 64>
+__device__ __forceinline__ void IssueWindowHalf(float (&acc)[8][4],
+                                                const typename Traits::Element* a,
+                                                const typename Traits::Element* pos, int h) {
+  using Element = typename Traits::Element;
+  constexpr uint32_t kHalfBytes = Traits::kBlockN * Traits::kRowStride * 2;
+  const uint64_t a_descriptor = SwizzledTileDescriptor(SharedAddress(a));
+  const uint64_t pos_descriptor =
+      AdvanceDescriptor(SwizzledTileDescriptor(SharedAddress(pos)), h * kHalfBytes);
+  WgmmaFenceWindowOperands<kN / 8>(acc);
+  WgmmaFence();
+  WgmmaSharedShared<Element, false, kN>(acc, a_descriptor, pos_descriptor);
+#pragma unroll
+  for (int kk = 1; kk < Traits::kHeadDim / 16; ++kk) {
+    WgmmaSharedShared<Element, true, kN>(acc, AdvanceDescriptor(a_descriptor, kk * 32),
+                                         AdvanceDescriptor(pos_descriptor, kk * 32));
+  }
+  WgmmaCommit();
+}
+
+// Waits for every wgmma this thread issued, then packs half h's accumulators [64, kN] into
+// packed's column tiles 8 h .. 8 h + kN / 8 - 1.
+template <typename Traits, int kN = 64>
+__device__ __forceinline__ void CompleteWindowHalf(uint32_t (&packed)[kComputedWindow / 8][2],
+                                                   int h, float (&acc)[8][4]) {
+  WgmmaWait<0>();
+  WgmmaFenceWindowOperands<kN / 8>(acc);
+  PackWindowHalf<Traits, kN / 8>(packed, h, acc);
 }
 
 // A computed bias window of the computed-window kernel: window [64, 64 h + n] = A [64, d] .
@@ -135,24 +182,18 @@ __device__ __forceinline__ void WgmmaWindow(uint32_t (&packed)[kComputedWindow /
                                             const typename Traits::Element* a,
                                             const typename Traits::Element* pos, bool two_halves) {
   static_assert(kComputedWindow == 2 * Traits::kBlockN, "two 64-slot halves");
-  const uint64_t a_descriptor = SwizzledTileDescriptor(SharedAddress(a));
-  const uint64_t pos_descriptor = SwizzledTileDescriptor(SharedAddress(pos));
-  constexpr uint32_t kHalfBytes = Traits::kBlockN * Traits::kRowStride * 2;
   if constexpr (kSequentialHalves) {
-    float acc[8][4];  // Written by the first k-step of each half (no zeroing).
+    float acc[2][8][4];  // Written by the first k-step of each half (no zeroing).
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (h == 1 && !two_halves) break;  // Uniform across the warpgroup.
-      WgmmaFenceOperands(acc);
-      WgmmaFence();
-      IssueScores<Traits, false>(acc, a_descriptor,
-                                 AdvanceDescriptor(pos_descriptor, h * kHalfBytes));
-      WgmmaCommit();
-      WgmmaWait<0>();
-      WgmmaFenceOperands(acc);
-      PackWindowHalf<Traits>(packed, h, acc);
+      IssueWindowHalf<Traits>(acc[h], a, pos, h);
+      CompleteWindowHalf<Traits>(packed, h, acc[h]);
     }
   } else {
+    const uint64_t a_descriptor = SwizzledTileDescriptor(SharedAddress(a));
+    const uint64_t pos_descriptor = SwizzledTileDescriptor(SharedAddress(pos));
+    constexpr uint32_t kHalfBytes = Traits::kBlockN * Traits::kRowStride * 2;
     float acc[2][8][4];  // Written by the first k-step of each half (no zeroing).
 #pragma unroll
     for (int h = 0; h < 2; ++h) WgmmaFenceOperands(acc[h]);

@@ -123,16 +123,38 @@ struct WgmmaType<__nv_bfloat16> {
       : DFLASH_WGMMA_D32_OPERANDS(d)                                                   \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_descriptor))
 
-// d [64, 64] += A [64, 16] B [16, 64] (without kAccumulate: d = A B), A and B from shared
-// memory, both K-major.
-template <typename Element, bool kAccumulate = true>
+// The computed windows' narrow halves (a band tile reaching at most 32 slots): one m64n32k16
+// wgmma, A and B from descriptors (both K-major), into d's first 4 column tiles (16 registers;
+// the rest of d is neither read nor written). (m64n48, for tiles of 33-48 slots, made ptxas
+// serialise the four-CTA kernel's wgmma: C7511.)
+#define DFLASH_WGMMA_D16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define DFLASH_WGMMA_D16_OPERANDS(d)                                                            \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
+      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+#define DFLASH_WGMMA_SHARED_SHARED_N32(type)                                           \
+  asm volatile(                                                                        \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                     \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." type "." type " " DFLASH_WGMMA_D16 \
+      ", %16, %17, p, 1, 1, 0, 0;\n}\n"                                                \
+      : DFLASH_WGMMA_D16_OPERANDS(d)                                                   \
+      : "l"(a_descriptor), "l"(b_descriptor), "n"(kAccumulate ? 1 : 0))
+
+// d [64, kN] += A [64, 16] B [16, kN] (without kAccumulate: d = A B), A and B from shared memory,
+// both K-major; kN = 64, or 32 (d's first 4 column tiles).
+template <typename Element, bool kAccumulate = true, int kN = 64>
 __device__ __forceinline__ void WgmmaSharedShared(float (&d)[8][4], uint64_t a_descriptor,
                                                   uint64_t b_descriptor) {
+  static_assert(kN == 32 || kN == 64, "m64n32 or m64n64");
 #if DFLASH_SM90A_TARGET
-  if constexpr (WgmmaType<Element>::kBf16) {
+  if constexpr (kN == 64 && WgmmaType<Element>::kBf16) {
     DFLASH_WGMMA_SHARED_SHARED("bf16");
-  } else {
+  } else if constexpr (kN == 64) {
     DFLASH_WGMMA_SHARED_SHARED("f16");
+  } else if constexpr (WgmmaType<Element>::kBf16) {
+    DFLASH_WGMMA_SHARED_SHARED_N32("bf16");
+  } else {
+    DFLASH_WGMMA_SHARED_SHARED_N32("f16");
   }
 #else
   (void)d;
@@ -161,6 +183,9 @@ __device__ __forceinline__ void WgmmaRegisterShared(float (&d)[8][4], const uint
 #endif
 }
 
+#undef DFLASH_WGMMA_SHARED_SHARED_N32
+#undef DFLASH_WGMMA_D16
+#undef DFLASH_WGMMA_D16_OPERANDS
 #undef DFLASH_WGMMA_SHARED_SHARED
 #undef DFLASH_WGMMA_REGISTER_SHARED
 #undef DFLASH_WGMMA_D32
