@@ -20,15 +20,17 @@
 namespace dflash::kernels {
 
 // Q K^T over the k-steps of 16 columns (32 bytes into each swizzled row), issued: s = Q K^T
-// (kAccumulate false: s needs no initial value) or s += Q K^T.
-template <typename Traits, bool kAccumulate>
+// (kAccumulate false: s needs no initial value) or s += Q K^T; kN = 64 keys, or 32 (a narrow
+// window half: s's first 4 column tiles).
+template <typename Traits, bool kAccumulate, int kN = 64>
 __device__ __forceinline__ void IssueScores(float (&s)[8][4], uint64_t q_descriptor,
                                             uint64_t k_descriptor) {
-  WgmmaSharedShared<typename Traits::Element, kAccumulate>(s, q_descriptor, k_descriptor);
+  using Element = typename Traits::Element;
+  WgmmaSharedShared<Element, kAccumulate, kN>(s, q_descriptor, k_descriptor);
 #pragma unroll
   for (int kk = 1; kk < Traits::kHeadDim / 16; ++kk) {
-    WgmmaSharedShared<typename Traits::Element>(s, AdvanceDescriptor(q_descriptor, kk * 32),
-                                                AdvanceDescriptor(k_descriptor, kk * 32));
+    WgmmaSharedShared<Element, true, kN>(s, AdvanceDescriptor(q_descriptor, kk * 32),
+                                         AdvanceDescriptor(k_descriptor, kk * 32));
   }
 }
 
@@ -122,16 +124,6 @@ __device__ __forceinline__ void PackWindowHalf(uint32_t (&packed)[kComputedWindo
   }
 }
 
-// WgmmaFenceOperands over the first kTiles column tiles of acc (a narrow window half's).
-template <int kTiles>
-__device__ __forceinline__ void WgmmaFenceWindowOperands(float (&acc)[8][4]) {
-#pragma unroll
-  for (int t = 0; t < kTiles; ++t) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(acc[t][e])::"memory");
-  }
-}
-
 // Issues half h of a computed window as one commit group, without waiting: acc [64, kN] = A
 // [64, d] . Pos[64 h .. 64 h + kN - 1]^T (A = Q or K, Pos = the staged PosK / PosQ rows
 // [kComputedWindow, d], swizzled tiles; kN = 32 for a tile reaching at most 32 slots: m64n32,
@@ -143,19 +135,12 @@ template <typename Traits, int kN = 64>
 __device__ __forceinline__ void IssueWindowHalf(float (&acc)[8][4],
                                                 const typename Traits::Element* a,
                                                 const typename Traits::Element* pos, int h) {
-  using Element = typename Traits::Element;
   constexpr uint32_t kHalfBytes = Traits::kBlockN * Traits::kRowStride * 2;
-  const uint64_t a_descriptor = SwizzledTileDescriptor(SharedAddress(a));
-  const uint64_t pos_descriptor =
-      AdvanceDescriptor(SwizzledTileDescriptor(SharedAddress(pos)), h * kHalfBytes);
-  WgmmaFenceWindowOperands<kN / 8>(acc);
+  WgmmaFenceOperands<kN / 8>(acc);
   WgmmaFence();
-  WgmmaSharedShared<Element, false, kN>(acc, a_descriptor, pos_descriptor);
-#pragma unroll
-  for (int kk = 1; kk < Traits::kHeadDim / 16; ++kk) {
-    WgmmaSharedShared<Element, true, kN>(acc, AdvanceDescriptor(a_descriptor, kk * 32),
-                                         AdvanceDescriptor(pos_descriptor, kk * 32));
-  }
+  IssueScores<Traits, false, kN>(
+      acc, SwizzledTileDescriptor(SharedAddress(a)),
+      AdvanceDescriptor(SwizzledTileDescriptor(SharedAddress(pos)), h * kHalfBytes));
   WgmmaCommit();
 }
 
@@ -165,7 +150,7 @@ template <typename Traits, int kN = 64>
 __device__ __forceinline__ void CompleteWindowHalf(uint32_t (&packed)[kComputedWindow / 8][2],
                                                    int h, float (&acc)[8][4]) {
   WgmmaWait<0>();
-  WgmmaFenceWindowOperands<kN / 8>(acc);
+  WgmmaFenceOperands<kN / 8>(acc);
   PackWindowHalf<Traits, kN / 8>(packed, h, acc);
 }
 
@@ -175,42 +160,33 @@ __device__ __forceinline__ void CompleteWindowHalf(uint32_t (&packed)[kComputedW
 // rounded once to the input type (as the table GEMM does), returned packed in the m16n8 C layout
 // of column tiles t (ComputeWindowRows' form): packed[t][0] = (row group, columns 8 t + 2 quad,
 // +1), packed[t][1] = row group + 8. Tiles of the second half are left unset without it.
-// kSequentialHalves: the second half is issued only once the first is packed (32 accumulator
-// registers live instead of 64: what lets the kernel fit 128 registers, four CTAs per SM).
-template <typename Traits, bool kSequentialHalves = false>
+// Both halves go out in one commit group (64 accumulator registers live): the three-CTA kernel's
+// form. The four-CTA kernel, capped at 128 registers, issues its halves one after the other
+// (IssueWindowHalf / CompleteWindowHalf, attention_fwd_kernel.cuh's band_windows).
+template <typename Traits>
 __device__ __forceinline__ void WgmmaWindow(uint32_t (&packed)[kComputedWindow / 8][2],
                                             const typename Traits::Element* a,
                                             const typename Traits::Element* pos, bool two_halves) {
   static_assert(kComputedWindow == 2 * Traits::kBlockN, "two 64-slot halves");
-  if constexpr (kSequentialHalves) {
-    float acc[2][8][4];  // Written by the first k-step of each half (no zeroing).
+  const uint64_t a_descriptor = SwizzledTileDescriptor(SharedAddress(a));
+  const uint64_t pos_descriptor = SwizzledTileDescriptor(SharedAddress(pos));
+  constexpr uint32_t kHalfBytes = Traits::kBlockN * Traits::kRowStride * 2;
+  float acc[2][8][4];  // Written by the first k-step of each half (no zeroing).
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (h == 1 && !two_halves) break;  // Uniform across the warpgroup.
-      IssueWindowHalf<Traits>(acc[h], a, pos, h);
-      CompleteWindowHalf<Traits>(packed, h, acc[h]);
-    }
-  } else {
-    const uint64_t a_descriptor = SwizzledTileDescriptor(SharedAddress(a));
-    const uint64_t pos_descriptor = SwizzledTileDescriptor(SharedAddress(pos));
-    constexpr uint32_t kHalfBytes = Traits::kBlockN * Traits::kRowStride * 2;
-    float acc[2][8][4];  // Written by the first k-step of each half (no zeroing).
+  for (int h = 0; h < 2; ++h) WgmmaFenceOperands(acc[h]);
+  WgmmaFence();
 #pragma unroll
-    for (int h = 0; h < 2; ++h) WgmmaFenceOperands(acc[h]);
-    WgmmaFence();
+  for (int h = 0; h < 2; ++h) {
+    if (h == 1 && !two_halves) break;  // Uniform across the warpgroup.
+    IssueScores<Traits, false>(acc[h], a_descriptor,
+                               AdvanceDescriptor(pos_descriptor, h * kHalfBytes));
+  }
+  WgmmaCommit();
+  WgmmaWait<0>();
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (h == 1 && !two_halves) break;  // Uniform across the warpgroup.
-      IssueScores<Traits, false>(acc[h], a_descriptor,
-                                 AdvanceDescriptor(pos_descriptor, h * kHalfBytes));
-    }
-    WgmmaCommit();
-    WgmmaWait<0>();
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      WgmmaFenceOperands(acc[h]);
-      PackWindowHalf<Traits>(packed, h, acc[h]);
-    }
+  for (int h = 0; h < 2; ++h) {
+    WgmmaFenceOperands(acc[h]);
+    PackWindowHalf<Traits>(packed, h, acc[h]);
   }
 }
 

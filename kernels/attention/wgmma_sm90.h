@@ -72,10 +72,12 @@ __device__ __forceinline__ void FenceSharedForAsyncProxy() {
 
 // Pins the accumulators' registers at this point of the program: the compiler sees wgmma's
 // outputs as written when the instruction is issued, so without this it may move their readers
-// above the wait that completes them (or their writers below the issue).
+// above the wait that completes them (or their writers below the issue). kTiles < 8: only the
+// first kTiles column tiles (a narrow wgmma's, m64n32: 4).
+template <int kTiles = 8>
 __device__ __forceinline__ void WgmmaFenceOperands(float (&d)[8][4]) {
 #pragma unroll
-  for (int t = 0; t < 8; ++t) {
+  for (int t = 0; t < kTiles; ++t) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(d[t][e])::"memory");
   }
