@@ -40,6 +40,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "kernels/attention/attention_block_order.h"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/attention_warp_tiles.cuh"
 #include "kernels/attention/attention_wgmma_tiles.cuh"
@@ -383,12 +384,23 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   constexpr int kDTiles = D / 8;   // 8-column MMA tiles of O.
   constexpr int kKSteps = D / 16;  // k-steps of Q K^T.
 
-  const int m_block = blockIdx.x;
-  const int head = blockIdx.y;
-  const int sequence = params.sequence_offset + static_cast<int>(blockIdx.z);
+  // (Only the kernel with saturated-tile code orders its tail: its launches are the ones whose
+  // query blocks differ in cost. Compiled out of the others, whose code stays as measured.)
+  const LaunchBlock block = OrderLaunchBlock(
+      static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z),
+      static_cast<int>(gridDim.x), static_cast<int>(gridDim.y), static_cast<int>(gridDim.z),
+      kSaturatedPossible ? params.tail_groups : 0);
+  int m_block = block.m_block;
+  const int head = block.head;
+  const int sequence = params.sequence_offset + block.sequence;
   int seq_start;
   int seqlen;
   SequenceBounds(params, sequence, &seq_start, &seqlen);
+  if (block.rank >= 0) {
+    const int blocks = (seqlen + Traits::kBlockM - 1) / Traits::kBlockM;
+    if (block.rank >= blocks) return;
+    m_block = CenterOutBlock(block.rank, blocks);
+  }
   const int m0 = m_block * Traits::kBlockM;
   if (m0 >= seqlen) return;
 

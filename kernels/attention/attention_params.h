@@ -52,6 +52,9 @@ struct AttentionParams {
   const uint8_t* key_padding_mask;
   int padded_length;
   int sequence_offset;  // Added to blockIdx.z: launches cover at most 65535 sequences each.
+  // The launch's last tail_groups (head, sequence) groups are dealt rank-major, heaviest query
+  // blocks first (attention_block_order.h; 0: linear order).
+  int tail_groups;
   int num_heads;
   int total_tokens;
   float scale_log2;  // scale * log2(e): scores live in the exp2 domain.

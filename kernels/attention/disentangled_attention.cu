@@ -504,10 +504,13 @@ AttentionParams<Element> TensorParams(const AttentionProblem& p) {
 // Launches `kernel` over grid (m_blocks, heads, sequences) with `shared` bytes of dynamic shared
 // memory. Sequences run along grid z, which holds at most 65535: larger batches (a rerank of many
 // short passages) take several launches. `extra`: the kernel's parameters after the first.
+// tail_ctas: about how many CTAs at the end of each launch run in rank-major order
+// (attention_block_order.h; 0: none).
 template <typename Element, typename... Extra>
 cudaError_t LaunchOverSequences(void (*kernel)(AttentionParams<Element>, Extra...), int threads,
                                 int shared, AttentionParams<Element> params, int m_blocks,
-                                int num_sequences, cudaStream_t stream, const Extra&... extra) {
+                                int num_sequences, int tail_ctas, cudaStream_t stream,
+                                const Extra&... extra) {
   if (shared > 48 * 1024) {
     const cudaError_t error =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
@@ -517,6 +520,7 @@ cudaError_t LaunchOverSequences(void (*kernel)(AttentionParams<Element>, Extra..
   for (int first = 0; first < num_sequences; first += kMaxGridZ) {
     params.sequence_offset = first;
     const dim3 grid(m_blocks, params.num_heads, std::min(kMaxGridZ, num_sequences - first));
+    params.tail_groups = TailGroups(tail_ctas, m_blocks, static_cast<int>(grid.y * grid.z));
     kernel<<<grid, threads, shared, stream>>>(params, extra...);
     if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
   }
@@ -527,7 +531,7 @@ template <int kHeadDim, typename Element, bool kComputeWindows, int kMinBlocks, 
           bool kWgmma = false, bool kSaturatedPossible = true>
 cudaError_t LaunchTensorCore(const AttentionParams<Element>& params,
                              const AttentionTensorMaps& maps, int m_blocks, int num_sequences,
-                             cudaStream_t stream) {
+                             cudaStream_t stream, int tail_ctas = 0) {
   using Traits = AttentionTraits<kHeadDim, Element, kWgmma>;
   return LaunchOverSequences<Element, AttentionTensorMaps>(
       DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks, kKeyGroups,
@@ -535,7 +539,7 @@ cudaError_t LaunchTensorCore(const AttentionParams<Element>& params,
       Traits::kThreads * kKeyGroups,
       Traits::ValuesInC2P(kComputeWindows, kMinBlocks) ? Traits::kValuesInC2PSharedBytes
                                                        : Traits::SharedBytes(kKeyGroups),
-      params, m_blocks, num_sequences, stream, maps);
+      params, m_blocks, num_sequences, tail_ctas, stream, maps);
 }
 
 // The padded layout's copy of V [tokens, H * d] with masked keys' rows zeroed, into `out`
@@ -561,7 +565,7 @@ cudaError_t LaunchShort(const AttentionParams<Element>& params, int longest, int
   using Traits = ShortAttentionTraits<kHeadDim, Element>;
   return LaunchOverSequences<Element>(
       ShortDisentangledAttentionKernel<Traits>, Traits::kThreads, Traits::kSharedBytes, params,
-      (longest + Traits::kBlockM - 1) / Traits::kBlockM, num_sequences, stream);
+      (longest + Traits::kBlockM - 1) / Traits::kBlockM, num_sequences, 0, stream);
 }
 
 // The TF32 table kernel (float32 inputs), one per head dim.
@@ -591,7 +595,8 @@ cudaError_t LaunchTf32(int head_dim, const AttentionParams<float>& params, int l
 template <typename Element>
 cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int head_dim,
                        const AttentionParams<Element>& params, const AttentionTensorMaps& maps,
-                       int longest, int sequences, cudaStream_t stream) {
+                       int longest, int sequences, const AttentionDeviceLimits& limits,
+                       cudaStream_t stream) {
   const bool computed = config.windows == AttentionWindows::kComputed;
   if (computed && key_groups == 4) {
     return head_dim == 32 ? LaunchShort<32, Element>(params, longest, sequences, stream)
@@ -623,11 +628,19 @@ cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int 
         if (config.min_blocks_per_sm == 4) {
           // The profiles' kernel at every length: without its saturated-tile code where the
           // batch can have no saturated tile.
-          return SaturationFree(params.lo_threshold, params.hi_threshold, m_blocks)
-                     ? LaunchTensorCore<64, Element, true, 4, 1, true, false>(
-                           params, maps, m_blocks, sequences, stream)
-                     : LaunchTensorCore<64, Element, true, 4, 1, true>(params, maps, m_blocks,
-                                                                       sequences, stream);
+          if (SaturationFree(params.lo_threshold, params.hi_threshold, m_blocks)) {
+            return LaunchTensorCore<64, Element, true, 4, 1, true, false>(params, maps, m_blocks,
+                                                                          sequences, stream);
+          }
+          // Saturated tiles make the query blocks differ in cost: the launch's last CTAs take
+          // the heaviest blocks first (attention_block_order.h). Three quarters of a wave of
+          // resident CTAs measured best of 0.5 to 3 waves (NOTES v9.8: -2.0% at L = 1024, -1.6%
+          // at 2048 against linear order in the same call). Without saturated tiles the blocks
+          // cost about the same, and the order gained nothing at L = 512.
+          constexpr int kRankMajorTailCtasPerSm = 3;  // 0.75 x 4 resident CTAs.
+          return LaunchTensorCore<64, Element, true, 4, 1, true>(
+              params, maps, m_blocks, sequences, stream,
+              kRankMajorTailCtasPerSm * limits.multiprocessors);
         }
         return LaunchTensorCore<64, Element, true, 3, 1, true>(params, maps, m_blocks, sequences,
                                                                stream);
@@ -737,7 +750,7 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
     return LaunchTf32(p.head_dim, params, LongestSequence(p), p.num_sequences, stream);
   } else {
     return LaunchHalf<Element>(config, key_groups, p.head_dim, params, maps, LongestSequence(p),
-                               p.num_sequences, stream);
+                               p.num_sequences, limits, stream);
   }
 }
 

@@ -21,6 +21,7 @@
 #include "engine/model/model_config.h"
 #include "engine/model/relative_position.h"
 #include "gtest/gtest.h"
+#include "kernels/attention/attention_block_order.h"
 #include "kernels/attention/attention_params.h"
 #include "tests/kernels/cuda_test_support.h"
 
@@ -1469,6 +1470,97 @@ TEST(AttentionConfigTest, SaturationFreeUntilSomeTileReadsOneSaturatedSlot) {
   kernels::AttentionProblem plain = SizingProblem(index, 32768, 32768);
   plain.pos_key = plain.pos_query = nullptr;
   EXPECT_TRUE(kernels::AttentionTilesSaturationFree(plain));
+}
+
+// The launch's tail order (attention_block_order.h) runs every query block of every (head,
+// sequence) exactly once, on grids whose sequences have fewer blocks than grid x (a packed batch
+// of mixed lengths) and with tails from none to the whole grid; the tail is dealt rank-major.
+TEST(AttentionBlockOrderTest, TailOrderRunsEveryQueryBlockOnce) {
+  for (int grid_x : {1, 2, 5, 16}) {
+    for (int grid_y : {1, 3, 12}) {
+      for (int grid_z : {1, 4, 9}) {
+        std::vector<int> blocks(grid_z);
+        for (int z = 0; z < grid_z; ++z) blocks[z] = 1 + (7 * z + 3) % grid_x;
+        blocks[0] = grid_x;
+        for (int tail_ctas : {0, 1, 7, 64, 528, 1 << 20}) {
+          SCOPED_TRACE(testing::Message() << "grid " << grid_x << " x " << grid_y << " x " << grid_z
+                                          << ", tail " << tail_ctas);
+          std::vector<int> runs(static_cast<size_t>(grid_x) * grid_y * grid_z, 0);
+          int last_rank = -1;
+          for (int z = 0; z < grid_z; ++z) {
+            for (int y = 0; y < grid_y; ++y) {
+              for (int x = 0; x < grid_x; ++x) {
+                const kernels::LaunchBlock block = kernels::OrderLaunchBlock(
+                    x, y, z, grid_x, grid_y, grid_z,
+                    kernels::TailGroups(tail_ctas, grid_x, grid_y * grid_z));
+                ASSERT_GE(block.sequence, 0);
+                ASSERT_LT(block.sequence, grid_z);
+                ASSERT_GE(block.head, 0);
+                ASSERT_LT(block.head, grid_y);
+                const int count = blocks[block.sequence];
+                int m_block = block.m_block;
+                if (block.rank >= 0) {
+                  // Linear order is kept up to the tail; the tail's ranks never decrease.
+                  EXPECT_GE(block.rank, last_rank);
+                  last_rank = block.rank;
+                  if (block.rank >= count) continue;
+                  m_block = kernels::CenterOutBlock(block.rank, count);
+                } else {
+                  EXPECT_EQ(last_rank, -1) << "a linear block after the tail began";
+                  EXPECT_EQ(block.m_block, x);
+                  if (m_block >= count) continue;
+                }
+                ASSERT_GE(m_block, 0);
+                ASSERT_LT(m_block, count);
+                ++runs[(static_cast<size_t>(block.sequence) * grid_y + block.head) * grid_x +
+                       m_block];
+              }
+            }
+          }
+          for (int z = 0; z < grid_z; ++z) {
+            for (int y = 0; y < grid_y; ++y) {
+              for (int m = 0; m < grid_x; ++m) {
+                EXPECT_EQ(runs[(static_cast<size_t>(z) * grid_y + y) * grid_x + m],
+                          m < blocks[z] ? 1 : 0)
+                    << "sequence " << z << ", head " << y << ", block " << m;
+              }
+            }
+          }
+          // A tail is what was asked for, whole groups, at most the grid.
+          if (tail_ctas == 0) {
+            EXPECT_EQ(last_rank, -1);
+          }
+          const int tail_groups = kernels::TailGroups(tail_ctas, grid_x, grid_y * grid_z);
+          EXPECT_EQ(tail_groups, std::min(grid_y * grid_z, (tail_ctas + grid_x - 1) / grid_x));
+          if (tail_ctas >= grid_x * grid_y * grid_z) {
+            EXPECT_EQ(tail_groups, grid_y * grid_z);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Rank order within a sequence: every block once, farthest from the sequence's ends first (the
+// blocks with the most band tiles when the sequence has saturated ones).
+TEST(AttentionBlockOrderTest, CenterOutTakesTheInnerBlocksFirst) {
+  EXPECT_EQ((std::vector<int>{kernels::CenterOutBlock(0, 4), kernels::CenterOutBlock(1, 4),
+                              kernels::CenterOutBlock(2, 4), kernels::CenterOutBlock(3, 4)}),
+            (std::vector<int>{2, 1, 3, 0}));
+  for (int blocks = 1; blocks <= 600; ++blocks) {
+    std::vector<bool> seen(blocks, false);
+    int last_distance = blocks;
+    for (int rank = 0; rank < blocks; ++rank) {
+      const int m = kernels::CenterOutBlock(rank, blocks);
+      ASSERT_GE(m, 0) << blocks;
+      ASSERT_LT(m, blocks) << blocks;
+      ASSERT_FALSE(seen[m]) << blocks << " " << rank;
+      seen[m] = true;
+      const int distance = std::min(m, blocks - 1 - m);
+      EXPECT_LE(distance, last_distance) << blocks << " " << rank;
+      last_distance = distance;
+    }
+  }
 }
 
 TEST(AttentionConfigTest, ForwardRefusesAConfigThatDoesNotApply) {
