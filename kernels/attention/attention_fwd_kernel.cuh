@@ -438,6 +438,21 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   int16_t* sLut = reinterpret_cast<int16_t*>(reinterpret_cast<unsigned char*>(sSaturatedPositions) +
                                              Traits::kSaturatedPositionBytes) +
                   Traits::kLutPad;
+  // The warpgroup kernels' wgmma operand tiles by their matrix descriptors (the low words,
+  // TileDescriptor, wgmma_sm90.h): the dynamic shared memory's plus the tile's offset, one add
+  // where each wgmma group built its descriptors from the tiles' addresses.
+  [[maybe_unused]] const TileDescriptor shared_descriptor =
+      SwizzledTileDescriptor(SharedAddress(shared_bytes));
+  auto descriptor_of = [&](const Element* tile) {
+    return AdvanceDescriptor(
+        shared_descriptor,
+        static_cast<uint32_t>(reinterpret_cast<const unsigned char*>(tile) - shared_bytes));
+  };
+  [[maybe_unused]] const TileDescriptor q_descriptor = descriptor_of(sQ);
+  [[maybe_unused]] const TileDescriptor k_descriptor = descriptor_of(sK);
+  [[maybe_unused]] const TileDescriptor c2p_descriptor = descriptor_of(sC2P);
+  [[maybe_unused]] const TileDescriptor p2c_descriptor = descriptor_of(sP2C);
+  [[maybe_unused]] const TileDescriptor v_descriptor = descriptor_of(sV);
   // The group's barrier inside the key loop (barrier 0, __syncthreads, spans the CTA).
   auto group_sync = [&]() {
     if constexpr (kKeyGroups == 1) {
@@ -841,7 +856,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
           [[maybe_unused]] constexpr int kFirstHalf = kTwoHalves ? kComputedWindow / 2 : kWidth;
           uint32_t packed[kComputedWindow / 8][2];
           // packed = A . Pos^T over the window's kWidth slots (WgmmaWindow's layout).
-          auto compute = [&](const Element* a, const Element* pos) {
+          auto compute = [&](TileDescriptor a, TileDescriptor pos) {
             if constexpr (kValuesInC2P) {
               float first_half[8][4];
               IssueWindowHalf<Traits, kFirstHalf>(first_half, a, pos, 0);
@@ -865,10 +880,10 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
               // CTA meets and stores the P2C window (it reads Q and the PosK rows, not the P2C
               // region). (Two halves: the P2C window's 32 packed registers beside C2P's
               // accumulators spilled.)
-              compute(sK, sP2C);
+              compute(k_descriptor, p2c_descriptor);
               MbarrierWait(pos_key_barrier, pos_key_tiles++ % 2);
               float c2p_half[8][4];
-              IssueWindowHalf<Traits, kWidth>(c2p_half, sQ, sC2P, 0);
+              IssueWindowHalf<Traits, kWidth>(c2p_half, q_descriptor, c2p_descriptor, 0);
               group_sync();
               store(sP2C);
               CompleteWindowHalf<Traits, kWidth>(packed, 0, c2p_half);
@@ -879,13 +894,13 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
             }
           }
           if (has_p2c) {
-            compute(sK, sP2C);
+            compute(k_descriptor, p2c_descriptor);
             group_sync();
             store(sP2C);
           }
           if (has_c2p) {
             if constexpr (kValuesInC2P) MbarrierWait(pos_key_barrier, pos_key_tiles++ % 2);
-            compute(sQ, sC2P);
+            compute(q_descriptor, c2p_descriptor);
             group_sync();
             store(sC2P);
             __syncwarp();
@@ -1017,17 +1032,17 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
           FenceSharedForAsyncProxy();
           group_sync();
         }
-        WgmmaScores<Traits>(s, sP2C, sK);
+        WgmmaScores<Traits>(s, p2c_descriptor, k_descriptor);
       } else if (has_positions && !tile.saturated) {
         // The band tile's bias first, s = C2P_win + P2C_win, then s += Q K^T: one add per score
         // fewer than adding the bias to Q K^T (same-call A/B on the H200: 1-2% at every length).
         window_bias(s, true);
-        WgmmaScores<Traits, true>(s, sQ, sK);
+        WgmmaScores<Traits, true>(s, q_descriptor, k_descriptor);
       } else {
-        WgmmaScores<Traits>(s, sQ, sK);
+        WgmmaScores<Traits>(s, q_descriptor, k_descriptor);
       }
     } else if constexpr (Traits::kWgmma) {
-      WgmmaScores<Traits, true>(s, sQ, sK);
+      WgmmaScores<Traits, true>(s, q_descriptor, k_descriptor);
     } else if constexpr (Traits::kTf32) {
       AccumulateScoresTf32<Traits, kN>(s, sQ + warp * 16 * Traits::kRowStride, sK, lane);
     } else {
@@ -1152,7 +1167,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         FenceSharedForAsyncProxy();
         group_sync();
       }
-      WgmmaValues<Traits>(o, s, value_tile);
+      WgmmaValues<Traits>(
+          o, s,
+          kValuesInC2P ? c2p_descriptor
+                       : AdvanceDescriptor(v_descriptor, n_block % 2 * Traits::kTileElements *
+                                                             static_cast<int>(sizeof(Element))));
     } else if constexpr (Traits::kTf32) {
       AccumulateValuesTf32<Traits, kN>(o, s, sV, lane);
     } else {

@@ -23,25 +23,19 @@ namespace dflash::kernels {
 // (kAccumulate false: s needs no initial value) or s += Q K^T; kN = 64 keys, or 32 (a narrow
 // window half: s's first 4 column tiles).
 template <typename Traits, bool kAccumulate, int kN = 64>
-__device__ __forceinline__ void IssueScores(float (&s)[8][4], uint64_t q_descriptor,
-                                            uint64_t k_descriptor) {
+__device__ __forceinline__ void IssueScores(float (&s)[8][4], TileDescriptor q_descriptor,
+                                            TileDescriptor k_descriptor) {
   using Element = typename Traits::Element;
-  WgmmaSharedShared<Element, kAccumulate, kN>(s, q_descriptor, k_descriptor);
-#pragma unroll
-  for (int kk = 1; kk < Traits::kHeadDim / 16; ++kk) {
-    WgmmaSharedShared<Element, true, kN>(s, AdvanceDescriptor(q_descriptor, kk * 32),
-                                         AdvanceDescriptor(k_descriptor, kk * 32));
-  }
+  static_assert(Traits::kHeadDim == 64, "four k-steps");
+  WgmmaSharedSharedK4<Element, kAccumulate, kN>(s, q_descriptor, k_descriptor);
 }
 
-// s [64, 64] = Q K^T (kAccumulate: s += Q K^T): A = Q [64, d], B = K [64 keys, d] (K-major).
-// Waits for the result.
+// s [64, 64] = Q K^T (kAccumulate: s += Q K^T): A = Q [64, d], B = K [64 keys, d] (K-major),
+// both by their descriptors (TileDescriptor, wgmma_sm90.h). Waits for the result.
 template <typename Traits, bool kAccumulate = false>
-__device__ __forceinline__ void WgmmaScores(float (&s)[8][4], const typename Traits::Element* q,
-                                            const typename Traits::Element* k) {
+__device__ __forceinline__ void WgmmaScores(float (&s)[8][4], TileDescriptor q_descriptor,
+                                            TileDescriptor k_descriptor) {
   static_assert(Traits::kHeadDim == 64 && Traits::kBlockN == 64, "one 64 x 64 tile");
-  const uint64_t q_descriptor = SwizzledTileDescriptor(SharedAddress(q));
-  const uint64_t k_descriptor = SwizzledTileDescriptor(SharedAddress(k));
   WgmmaFenceOperands(s);
   WgmmaFence();
   IssueScores<Traits, kAccumulate>(s, q_descriptor, k_descriptor);
@@ -81,13 +75,13 @@ __device__ __forceinline__ void StoreQueriesWithColumnTerm(typename Traits::Elem
 }
 
 // o [64, d] += P V: A = P [64, 64 keys] from the exponentiated scores in S's registers (their C
-// layout is the A layout, as for mma.sync), rounded to the input type; B = V [64 keys, d]
-// (MN-major: d contiguous), k-steps of 16 keys (16 swizzled rows, 2048 bytes). Waits for the
-// result. (Leaving it in flight until the next tile's copies have landed made ptxas serialize
+// layout is the A layout, as for mma.sync), rounded to the input type; B = V [64 keys, d] by its
+// descriptor (MN-major: d contiguous), k-steps of 16 keys (16 swizzled rows, 2048 bytes). Waits for
+// the result. (Leaving it in flight until the next tile's copies have landed made ptxas serialize
 // every wgmma of the kernel, C7515: the P fragments' registers are redefined before the wait.)
 template <typename Traits>
 __device__ __forceinline__ void WgmmaValues(float (&o)[8][4], const float (&p)[8][4],
-                                            const typename Traits::Element* v) {
+                                            TileDescriptor v_descriptor) {
   static_assert(Traits::kHeadDim == 64 && Traits::kBlockN == 64, "one 64 x 64 tile");
   using MmaOp = Mma<typename Traits::Element>;
   uint32_t p_fragments[Traits::kBlockN / 16][4];
@@ -98,14 +92,11 @@ __device__ __forceinline__ void WgmmaValues(float (&o)[8][4], const float (&p)[8
     p_fragments[kk][2] = MmaOp::Pack(p[2 * kk + 1][0], p[2 * kk + 1][1]);
     p_fragments[kk][3] = MmaOp::Pack(p[2 * kk + 1][2], p[2 * kk + 1][3]);
   }
-  const uint64_t v_descriptor = SwizzledTileDescriptor(SharedAddress(v));
   WgmmaFenceOperands(o);
   WgmmaFence();
-#pragma unroll
-  for (int kk = 0; kk < Traits::kBlockN / 16; ++kk) {
-    WgmmaRegisterShared<typename Traits::Element>(
-        o, p_fragments[kk], AdvanceDescriptor(v_descriptor, kk * 16 * Traits::kRowStride * 2));
-  }
+  static_assert(Traits::kBlockN / 16 == 4 && 16 * Traits::kRowStride * 2 == 2048,
+                "four k-steps of 16 V rows, 2048 bytes apart (WgmmaRegisterSharedK4)");
+  WgmmaRegisterSharedK4<typename Traits::Element>(o, p_fragments, v_descriptor);
   WgmmaCommit();
   WgmmaWait<0>();
   WgmmaFenceOperands(o);
@@ -132,15 +123,13 @@ __device__ __forceinline__ void PackWindowHalf(uint32_t (&packed)[kComputedWindo
 // (the halves a compile-time count), ptxas (CUDA 13.0) dropped the first half's wgmma and stored
 // the second half's results in both halves' columns (NOTES v9.7).
 template <typename Traits, int kN = 64>
-__device__ __forceinline__ void IssueWindowHalf(float (&acc)[8][4],
-                                                const typename Traits::Element* a,
-                                                const typename Traits::Element* pos, int h) {
+__device__ __forceinline__ void IssueWindowHalf(float (&acc)[8][4], TileDescriptor a_descriptor,
+                                                TileDescriptor pos_descriptor, int h) {
   constexpr uint32_t kHalfBytes = Traits::kBlockN * Traits::kRowStride * 2;
   WgmmaFenceOperands<kN / 8>(acc);
   WgmmaFence();
-  IssueScores<Traits, false, kN>(
-      acc, SwizzledTileDescriptor(SharedAddress(a)),
-      AdvanceDescriptor(SwizzledTileDescriptor(SharedAddress(pos)), h * kHalfBytes));
+  IssueScores<Traits, false, kN>(acc, a_descriptor,
+                                 AdvanceDescriptor(pos_descriptor, h * kHalfBytes));
   WgmmaCommit();
 }
 
@@ -165,11 +154,9 @@ __device__ __forceinline__ void CompleteWindowHalf(uint32_t (&packed)[kComputedW
 // (IssueWindowHalf / CompleteWindowHalf, attention_fwd_kernel.cuh's band_windows).
 template <typename Traits>
 __device__ __forceinline__ void WgmmaWindow(uint32_t (&packed)[kComputedWindow / 8][2],
-                                            const typename Traits::Element* a,
-                                            const typename Traits::Element* pos, bool two_halves) {
+                                            TileDescriptor a_descriptor,
+                                            TileDescriptor pos_descriptor, bool two_halves) {
   static_assert(kComputedWindow == 2 * Traits::kBlockN, "two 64-slot halves");
-  const uint64_t a_descriptor = SwizzledTileDescriptor(SharedAddress(a));
-  const uint64_t pos_descriptor = SwizzledTileDescriptor(SharedAddress(pos));
   constexpr uint32_t kHalfBytes = Traits::kBlockN * Traits::kRowStride * 2;
   float acc[2][8][4];  // Written by the first k-step of each half (no zeroing).
 #pragma unroll

@@ -31,17 +31,24 @@ namespace dflash::kernels {
 // (32-45), layout (62-63). The 8-row core groups are 1024 bytes apart; the two offsets are both
 // that stride (only one of them is read for the k16 slices used here, whichever the operand's
 // major-ness selects), so one form serves K-major and MN-major operands.
-__device__ __forceinline__ uint64_t SwizzledTileDescriptor(uint32_t shared_address) {
-  constexpr uint64_t kGroupStride = 1024 >> 4;
-  return static_cast<uint64_t>((shared_address & 0x3FFFF) >> 4) | (kGroupStride << 16) |
-         (kGroupStride << 32) | (uint64_t{1} << 62);
+// A TileDescriptor is the descriptor's low word (start address and leading byte offset). The high
+// word is the same for every such tile, kSwizzledDescriptorHigh, and the wrappers below join the
+// two inside their asm: the compiler holds one 32-bit value per tile and adds 32-bit offsets to
+// it, where it carried 64-bit descriptors through adds with carry (SASS of the four-CTA kernel
+// with saturated tiles: 537 uniform-datapath instructions, 15 to 37 around each four-wgmma group
+// of Q K^T or a window half; 408 now, 17 to 29 per group; NOTES v9.9).
+using TileDescriptor = uint32_t;
+inline constexpr uint32_t kSwizzledGroupStride = 1024 >> 4;
+inline constexpr uint32_t kSwizzledDescriptorHigh = kSwizzledGroupStride | (1u << 30);
+__device__ __forceinline__ TileDescriptor SwizzledTileDescriptor(uint32_t shared_address) {
+  return ((shared_address & 0x3FFFF) >> 4) | (kSwizzledGroupStride << 16);
 }
 
 // The descriptor of the same tile `bytes` (a multiple of 16) further on: the start address field
 // advanced in place. Shared addresses stay below 2^18, so the field (address >> 4, 14 bits) does
-// not carry into the next one. One add per wgmma instead of rebuilding the descriptor from the
-// address (SASS: 8 uniform-datapath instructions per wgmma, 15% of the tile loop's instructions).
-__device__ __forceinline__ uint64_t AdvanceDescriptor(uint64_t descriptor, uint32_t bytes) {
+// not carry into the next one.
+__device__ __forceinline__ TileDescriptor AdvanceDescriptor(TileDescriptor descriptor,
+                                                            uint32_t bytes) {
   return descriptor + (bytes >> 4);
 }
 
@@ -94,6 +101,15 @@ __device__ __forceinline__ void WgmmaFenceOperands(float (&d)[8][4]) {
       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
       "+f"(d[7][2]), "+f"(d[7][3])
 
+// The first 16 of them: an m64n32 wgmma's (d's first 4 column tiles), for the computed windows'
+// narrow halves (a band tile reaching at most 32 slots). (m64n48, for tiles of 33-48 slots, made
+// ptxas serialise the four-CTA kernel's wgmma: C7511.)
+#define DFLASH_WGMMA_D16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define DFLASH_WGMMA_D16_OPERANDS(d)                                                            \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
+      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
+
 // True for bf16 inputs, false for fp16: which instruction suffix the wrappers emit.
 template <typename Element>
 struct WgmmaType;
@@ -106,57 +122,78 @@ struct WgmmaType<__nv_bfloat16> {
   static constexpr bool kBf16 = true;
 };
 
-// One m64n64k16 wgmma with input type `type` ("bf16" or "f16"): A and B from descriptors (both
-// K-major), or A from registers and B MN-major. Accumulating (scale-d = 1), or, for the first
-// k-step of a product that starts from zero, overwriting (scale-d = 0: the accumulators need no
-// zeroing, 32 moves per thread and tile).
-#define DFLASH_WGMMA_SHARED_SHARED(type)                                               \
-  asm volatile(                                                                        \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                                     \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32 \
-      ", %32, %33, p, 1, 1, 0, 0;\n}\n"                                                \
-      : DFLASH_WGMMA_D32_OPERANDS(d)                                                   \
-      : "l"(a_descriptor), "l"(b_descriptor), "n"(kAccumulate ? 1 : 0))
-#define DFLASH_WGMMA_REGISTER_SHARED(type)                                             \
-  asm volatile(                                                                        \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32 \
-      ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"                                  \
-      : DFLASH_WGMMA_D32_OPERANDS(d)                                                   \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_descriptor))
+// The four k-steps of a product over d = 64 in one asm statement, each k-step's descriptors the
+// low words plus a 32-bit offset, joined to the constant high word:
+//   SS: d [64, N] (+)= A [64, 64] B [N, 64]^T, A and B K-major (each k-step 32 bytes further into
+//       the rows: +2 in the start address fields); N = 64, or 32 (m64n32: d's first 4 column tiles,
+//       16 registers). The first k-step overwrites d unless kAccumulate (scale-d = 0: the
+//       accumulators need no zeroing, 32 moves per thread and tile).
+//   RS: d [64, 64] += A [64, 64] B [64, 64], A from registers (a[k-step]: the warp's 16 rows, the
+//       m16n8k16 A layout, mma_sm80.h), B MN-major (P V: each k-step 16 rows, 2048 bytes, further:
+//       +128 in the start address field, a 64-bit add in place, which ptxas keeps as one add).
+// The SS form's PTX: a, b, accumulate, high are the operands' "%N" names.
+#define DFLASH_WGMMA_SS_STEP(shape, type, D, a, b, high, offset)                           \
+  "add.u32 la, " a ", " offset ";\nadd.u32 lb, " b ", " offset ";\nmov.b64 da, {la, " high \
+  "};\nmov.b64 db, {lb, " high                                                             \
+  "};\n"                                                                                   \
+  "wgmma.mma_async.sync.aligned." shape ".f32." type "." type " " D ", da, db, q, 1, 1, 0, 0;\n"
+#define DFLASH_WGMMA_SS_K4(shape, type, D, a, b, accumulate, high)                        \
+  "{\n.reg .pred p, q;\n.reg .b32 la, lb;\n.reg .b64 da, db;\nsetp.ne.b32 p, " accumulate \
+  ", 0;\nsetp.eq.b32 q, 0, 0;\n"                                                          \
+  "mov.b64 da, {" a ", " high "};\nmov.b64 db, {" b ", " high                             \
+  "};\n"                                                                                  \
+  "wgmma.mma_async.sync.aligned." shape ".f32." type "." type " " D                       \
+  ", da, db, p, 1, 1, 0, 0;\n" DFLASH_WGMMA_SS_STEP(shape, type, D, a, b, high, "2")      \
+      DFLASH_WGMMA_SS_STEP(shape, type, D, a, b, high, "4")                               \
+          DFLASH_WGMMA_SS_STEP(shape, type, D, a, b, high, "6") "}\n"
+#define DFLASH_WGMMA_SHARED_SHARED_K4(type)                                                        \
+  asm volatile(DFLASH_WGMMA_SS_K4("m64n64k16", type, DFLASH_WGMMA_D32, "%32", "%33", "%34", "%35") \
+               : DFLASH_WGMMA_D32_OPERANDS(d)                                                      \
+               : "r"(a_descriptor), "r"(b_descriptor), "n"(kAccumulate ? 1 : 0),                   \
+                 "n"(kSwizzledDescriptorHigh))
+#define DFLASH_WGMMA_SHARED_SHARED_K4_N32(type)                                                    \
+  asm volatile(DFLASH_WGMMA_SS_K4("m64n32k16", type, DFLASH_WGMMA_D16, "%16", "%17", "%18", "%19") \
+               : DFLASH_WGMMA_D16_OPERANDS(d)                                                      \
+               : "r"(a_descriptor), "r"(b_descriptor), "n"(kAccumulate ? 1 : 0),                   \
+                 "n"(kSwizzledDescriptorHigh))
+#define DFLASH_WGMMA_REGISTER_SHARED_K4(type)                                               \
+  asm volatile(                                                                             \
+      "{\n.reg .pred q;\n.reg .b64 db;\nsetp.eq.b32 q, 0, 0;\n"                             \
+      "mov.b64 db, {%48, %49};\n"                                                           \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32      \
+      ", {%32, %33, %34, %35}, db, q, 1, 1, 1;\n"                                           \
+      "add.s64 db, db, 128;\n"                                                              \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32      \
+      ", {%36, %37, %38, %39}, db, q, 1, 1, 1;\n"                                           \
+      "add.s64 db, db, 128;\n"                                                              \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32      \
+      ", {%40, %41, %42, %43}, db, q, 1, 1, 1;\n"                                           \
+      "add.s64 db, db, 128;\n"                                                              \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32      \
+      ", {%44, %45, %46, %47}, db, q, 1, 1, 1;\n"                                           \
+      "}\n"                                                                                 \
+      : DFLASH_WGMMA_D32_OPERANDS(d)                                                        \
+      : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]), "r"(a[1][1]), \
+        "r"(a[1][2]), "r"(a[1][3]), "r"(a[2][0]), "r"(a[2][1]), "r"(a[2][2]), "r"(a[2][3]), \
+        "r"(a[3][0]), "r"(a[3][1]), "r"(a[3][2]), "r"(a[3][3]), "r"(b_descriptor),          \
+        "n"(kSwizzledDescriptorHigh))
 
-// The computed windows' narrow halves (a band tile reaching at most 32 slots): one m64n32k16
-// wgmma, A and B from descriptors (both K-major), into d's first 4 column tiles (16 registers;
-// the rest of d is neither read nor written). (m64n48, for tiles of 33-48 slots, made ptxas
-// serialise the four-CTA kernel's wgmma: C7511.)
-#define DFLASH_WGMMA_D16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
-#define DFLASH_WGMMA_D16_OPERANDS(d)                                                            \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
-      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3])
-#define DFLASH_WGMMA_SHARED_SHARED_N32(type)                                           \
-  asm volatile(                                                                        \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"                                     \
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." type "." type " " DFLASH_WGMMA_D16 \
-      ", %16, %17, p, 1, 1, 0, 0;\n}\n"                                                \
-      : DFLASH_WGMMA_D16_OPERANDS(d)                                                   \
-      : "l"(a_descriptor), "l"(b_descriptor), "n"(kAccumulate ? 1 : 0))
-
-// d [64, kN] += A [64, 16] B [16, kN] (without kAccumulate: d = A B), A and B from shared memory,
-// both K-major; kN = 64, or 32 (d's first 4 column tiles).
-template <typename Element, bool kAccumulate = true, int kN = 64>
-__device__ __forceinline__ void WgmmaSharedShared(float (&d)[8][4], uint64_t a_descriptor,
-                                                  uint64_t b_descriptor) {
+// d [64, kN] (+)= A [64, 64] B [kN, 64]^T over the four k-steps of d = 64 (without kAccumulate:
+// d = A B^T), A and B from shared memory, both K-major; kN = 64, or 32 (d's first 4 column
+// tiles).
+template <typename Element, bool kAccumulate, int kN = 64>
+__device__ __forceinline__ void WgmmaSharedSharedK4(float (&d)[8][4], TileDescriptor a_descriptor,
+                                                    TileDescriptor b_descriptor) {
   static_assert(kN == 32 || kN == 64, "m64n32 or m64n64");
 #if DFLASH_SM90A_TARGET
   if constexpr (kN == 64 && WgmmaType<Element>::kBf16) {
-    DFLASH_WGMMA_SHARED_SHARED("bf16");
+    DFLASH_WGMMA_SHARED_SHARED_K4("bf16");
   } else if constexpr (kN == 64) {
-    DFLASH_WGMMA_SHARED_SHARED("f16");
+    DFLASH_WGMMA_SHARED_SHARED_K4("f16");
   } else if constexpr (WgmmaType<Element>::kBf16) {
-    DFLASH_WGMMA_SHARED_SHARED_N32("bf16");
+    DFLASH_WGMMA_SHARED_SHARED_K4_N32("bf16");
   } else {
-    DFLASH_WGMMA_SHARED_SHARED_N32("f16");
+    DFLASH_WGMMA_SHARED_SHARED_K4_N32("f16");
   }
 #else
   (void)d;
@@ -166,16 +203,16 @@ __device__ __forceinline__ void WgmmaSharedShared(float (&d)[8][4], uint64_t a_d
 #endif
 }
 
-// d [64, 64] += A [64, 16] B [16, 64], A from registers (the warp's 16 rows, m16n8k16 A
-// layout), B from shared memory MN-major (rows of B contiguous: P V).
+// d [64, 64] += A [64, 64] B [64, 64] over four k-steps of 16: A from registers (a[k-step], the
+// warp's 16 rows, m16n8k16 A layout), B from shared memory MN-major (rows of B contiguous: P V).
 template <typename Element>
-__device__ __forceinline__ void WgmmaRegisterShared(float (&d)[8][4], const uint32_t (&a)[4],
-                                                    uint64_t b_descriptor) {
+__device__ __forceinline__ void WgmmaRegisterSharedK4(float (&d)[8][4], const uint32_t (&a)[4][4],
+                                                      TileDescriptor b_descriptor) {
 #if DFLASH_SM90A_TARGET
   if constexpr (WgmmaType<Element>::kBf16) {
-    DFLASH_WGMMA_REGISTER_SHARED("bf16");
+    DFLASH_WGMMA_REGISTER_SHARED_K4("bf16");
   } else {
-    DFLASH_WGMMA_REGISTER_SHARED("f16");
+    DFLASH_WGMMA_REGISTER_SHARED_K4("f16");
   }
 #else
   (void)d;
@@ -185,11 +222,13 @@ __device__ __forceinline__ void WgmmaRegisterShared(float (&d)[8][4], const uint
 #endif
 }
 
-#undef DFLASH_WGMMA_SHARED_SHARED_N32
+#undef DFLASH_WGMMA_SHARED_SHARED_K4
+#undef DFLASH_WGMMA_SS_K4
+#undef DFLASH_WGMMA_SS_STEP
+#undef DFLASH_WGMMA_SHARED_SHARED_K4_N32
+#undef DFLASH_WGMMA_REGISTER_SHARED_K4
 #undef DFLASH_WGMMA_D16
 #undef DFLASH_WGMMA_D16_OPERANDS
-#undef DFLASH_WGMMA_SHARED_SHARED
-#undef DFLASH_WGMMA_REGISTER_SHARED
 #undef DFLASH_WGMMA_D32
 #undef DFLASH_WGMMA_D32_OPERANDS
 
