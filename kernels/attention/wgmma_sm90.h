@@ -156,22 +156,17 @@ struct WgmmaType<__nv_bfloat16> {
                : DFLASH_WGMMA_D16_OPERANDS(d)                                                      \
                : "r"(a_descriptor), "r"(b_descriptor), "n"(kAccumulate ? 1 : 0),                   \
                  "n"(kSwizzledDescriptorHigh))
-#define DFLASH_WGMMA_REGISTER_SHARED_K4(type)                                               \
+// The RS form's k-step: a0..a3 the A fragment's "%N" names.
+#define DFLASH_WGMMA_RS_STEP(type, a0, a1, a2, a3)                                          \
+  "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32 ", {" a0 \
+  ", " a1 ", " a2 ", " a3 "}, db, q, 1, 1, 1;\n"
+#define DFLASH_WGMMA_REGISTER_SHARED_K4(type) \
   asm volatile(                                                                             \
       "{\n.reg .pred q;\n.reg .b64 db;\nsetp.eq.b32 q, 0, 0;\n"                             \
-      "mov.b64 db, {%48, %49};\n"                                                           \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32      \
-      ", {%32, %33, %34, %35}, db, q, 1, 1, 1;\n"                                           \
-      "add.s64 db, db, 128;\n"                                                              \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32      \
-      ", {%36, %37, %38, %39}, db, q, 1, 1, 1;\n"                                           \
-      "add.s64 db, db, 128;\n"                                                              \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32      \
-      ", {%40, %41, %42, %43}, db, q, 1, 1, 1;\n"                                           \
-      "add.s64 db, db, 128;\n"                                                              \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." type "." type " " DFLASH_WGMMA_D32      \
-      ", {%44, %45, %46, %47}, db, q, 1, 1, 1;\n"                                           \
-      "}\n"                                                                                 \
+      "mov.b64 db, {%48, %49};\n" DFLASH_WGMMA_RS_STEP(type, "%32", "%33", "%34", "%35")    \
+      "add.s64 db, db, 128;\n" DFLASH_WGMMA_RS_STEP(type, "%36", "%37", "%38", "%39")       \
+      "add.s64 db, db, 128;\n" DFLASH_WGMMA_RS_STEP(type, "%40", "%41", "%42", "%43")       \
+      "add.s64 db, db, 128;\n" DFLASH_WGMMA_RS_STEP(type, "%44", "%45", "%46", "%47") "}\n" \
       : DFLASH_WGMMA_D32_OPERANDS(d)                                                        \
       : "r"(a[0][0]), "r"(a[0][1]), "r"(a[0][2]), "r"(a[0][3]), "r"(a[1][0]), "r"(a[1][1]), \
         "r"(a[1][2]), "r"(a[1][3]), "r"(a[2][0]), "r"(a[2][1]), "r"(a[2][2]), "r"(a[2][3]), \
@@ -227,6 +222,7 @@ __device__ __forceinline__ void WgmmaRegisterSharedK4(float (&d)[8][4], const ui
 #undef DFLASH_WGMMA_SS_STEP
 #undef DFLASH_WGMMA_SHARED_SHARED_K4_N32
 #undef DFLASH_WGMMA_REGISTER_SHARED_K4
+#undef DFLASH_WGMMA_RS_STEP
 #undef DFLASH_WGMMA_D16
 #undef DFLASH_WGMMA_D16_OPERANDS
 #undef DFLASH_WGMMA_D32
