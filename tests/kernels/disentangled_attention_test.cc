@@ -630,6 +630,63 @@ TEST(AttentionTest, InfinitiesStayInTheirSequence) {
   }
 }
 
+// The online softmax's running row maximum m moves as the key tiles stream by, and O and l are
+// rescaled to it. Here every query's content score rises along the keys: by about 3.2 per 64-key
+// tile (exp2 domain) and by 10 more at keys 200 and 700, 70 in all. A kernel that fixed m too early
+// would overflow FP16's P (2^70), one that moved m without rescaling O and l would be wrong
+// everywhere; a lazy rescale (m moves only past a threshold, NOTES v9.10) must keep P within FP16
+// (its threshold 8 does; 24 fails here). Every variant must match float64, with and without
+// saturated tiles (2100 tokens), in both half types.
+TEST(AttentionTest, ScoresRisingAlongTheKeysMatchFloat64) {
+  DFLASH_REQUIRE_GPU();
+  for (const DataType dtype : {DataType::kFloat16, DataType::kBFloat16}) {
+    Case c;
+    c.dtype = dtype;
+    c.lengths = {1000, 2100, 65, 1};
+    c.seed = 91 + static_cast<uint32_t>(dtype);
+    HostProblem host(c);
+    const int d = c.head_dim;
+    const int width = c.heads * d;
+    // Q[0] = 8 for every query, K[0] = the key's rise over 8 * scale * log2(e), so that
+    // Q K^T * scale in the exp2 domain rises by `rise`; PosQ[0] = 0 keeps the P2C term as drawn.
+    constexpr float kQuery = 8.0f;
+    const float per_unit = kQuery * host.scale * 1.44269504f;
+    for (size_t s = 0; s + 1 < host.cu_seqlens.size(); ++s) {
+      for (int j = 0; j < host.cu_seqlens[s + 1] - host.cu_seqlens[s]; ++j) {
+        const float rise =
+            0.05f * static_cast<float>(j) + (j >= 200 ? 10.0f : 0.0f) + (j >= 700 ? 10.0f : 0.0f);
+        float* row = &host.qkv[static_cast<size_t>(host.cu_seqlens[s] + j) * 3 * width];
+        for (int h = 0; h < c.heads; ++h) {
+          row[h * d] = kQuery;
+          row[width + h * d] = rise / per_unit;
+        }
+      }
+    }
+    host.qkv = test::RoundTo(host.qkv, dtype);
+    for (size_t slot = 0; slot < host.pos_query.size() / width; ++slot) {
+      for (int h = 0; h < c.heads; ++h) host.pos_query[slot * width + h * d] = 0.0f;
+    }
+    std::vector<double> want_out;
+    std::vector<double> want_lse;
+    host.Reference(&want_out, &want_lse);
+    DeviceProblem device(host);
+    ASSERT_NO_FATAL_FAILURE(device.Upload());
+    for (const kernels::AttentionKernelConfig& config :
+         kernels::AttentionCandidateConfigs(device.Problem())) {
+      SCOPED_TRACE(std::string(Name(dtype)) + " " + ConfigName(config));
+      kernels::AttentionProblem problem = device.Problem();
+      problem.config = &config;
+      std::vector<float> out;
+      std::vector<float> lse;
+      ASSERT_NO_FATAL_FAILURE(device.Run(problem, &out, &lse));
+      EXPECT_EQ(CountNonFinite(out), 0u);
+      EXPECT_EQ(CountNonFinite(lse), 0u);
+      EXPECT_LE(RelativeL2(out, want_out), Tolerance(dtype));
+      EXPECT_LE(RelativeL2(lse, want_lse), Tolerance(dtype));
+    }
+  }
+}
+
 TEST(AttentionTest, LongSequencesMatchStrictFloat32Path) {
   DFLASH_REQUIRE_GPU();
   for (int length : {4097, 8192, 32768}) {
