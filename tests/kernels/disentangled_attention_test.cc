@@ -12,6 +12,7 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <numbers>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -323,6 +324,22 @@ std::string ConfigName(const kernels::AttentionKernelConfig& config) {
               : std::string());
 }
 
+// Every output and LSE written and finite, each within `tolerance` relative L2 of float64's;
+// returns the two errors (outputs, LSE).
+std::pair<double, double> ExpectOutputsMatch(const std::vector<float>& out,
+                                             const std::vector<float>& lse,
+                                             const std::vector<double>& want_out,
+                                             const std::vector<double>& want_lse,
+                                             double tolerance) {
+  EXPECT_EQ(CountNonFinite(out), 0u) << "unwritten or non-finite outputs";
+  EXPECT_EQ(CountNonFinite(lse), 0u);
+  const double error = RelativeL2(out, want_out);
+  const double lse_error = RelativeL2(lse, want_lse);
+  EXPECT_LE(error, tolerance);
+  EXPECT_LE(lse_error, tolerance);
+  return {error, lse_error};
+}
+
 // `config`: the variant to run (null: the heuristic's).
 void CheckAgainstFloat64(const Case& c, const kernels::AttentionKernelConfig* config = nullptr) {
   const HostProblem host(c);
@@ -343,12 +360,8 @@ void CheckAgainstFloat64(const Case& c, const kernels::AttentionKernelConfig* co
   std::vector<double> want_out;
   std::vector<double> want_lse;
   host.Reference(&want_out, &want_lse);
-  EXPECT_EQ(CountNonFinite(out), 0u) << "unwritten or non-finite outputs";
-  EXPECT_EQ(CountNonFinite(lse), 0u);
-  const double error = RelativeL2(out, want_out);
-  const double lse_error = RelativeL2(lse, want_lse);
-  EXPECT_LE(error, CaseTolerance(c));
-  EXPECT_LE(lse_error, CaseTolerance(c));
+  const auto [error, lse_error] =
+      ExpectOutputsMatch(out, lse, want_out, want_lse, CaseTolerance(c));
   std::cout << "[attention] " << Name(c.dtype) << (c.tf32 ? " tf32" : "")
             << (c.misalign != 0 ? " misaligned" : "") << " d=" << c.head_dim << " "
             << Name(c.positions) << (c.log_buckets ? "" : " no-buckets")
@@ -650,7 +663,7 @@ TEST(AttentionTest, ScoresRisingAlongTheKeysMatchFloat64) {
     // Q[0] = 8 for every query, K[0] = the key's rise over 8 * scale * log2(e), so that
     // Q K^T * scale in the exp2 domain rises by `rise`; PosQ[0] = 0 keeps the P2C term as drawn.
     constexpr float kQuery = 8.0f;
-    const float per_unit = kQuery * host.scale * 1.44269504f;
+    const float per_unit = kQuery * host.scale * std::numbers::log2e_v<float>;
     for (size_t s = 0; s + 1 < host.cu_seqlens.size(); ++s) {
       for (int j = 0; j < host.cu_seqlens[s + 1] - host.cu_seqlens[s]; ++j) {
         const float rise =
@@ -679,10 +692,7 @@ TEST(AttentionTest, ScoresRisingAlongTheKeysMatchFloat64) {
       std::vector<float> out;
       std::vector<float> lse;
       ASSERT_NO_FATAL_FAILURE(device.Run(problem, &out, &lse));
-      EXPECT_EQ(CountNonFinite(out), 0u);
-      EXPECT_EQ(CountNonFinite(lse), 0u);
-      EXPECT_LE(RelativeL2(out, want_out), Tolerance(dtype));
-      EXPECT_LE(RelativeL2(lse, want_lse), Tolerance(dtype));
+      ExpectOutputsMatch(out, lse, want_out, want_lse, Tolerance(dtype));
     }
   }
 }
