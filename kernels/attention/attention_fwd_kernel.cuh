@@ -50,6 +50,14 @@
 
 namespace dflash::kernels {
 
+// The online softmax's lazy rescale (the four-CTA kernels with saturated-tile code): a warp's
+// running row maxima move only when some row's tile maximum exceeds its own by more than this
+// (exp2 domain), and then P <= 2^kLazyRescaleLog2. 0 keeps the eager form's arithmetic exactly (a
+// warp only skips multiplications by 1). 8, FlashAttention-4's choice, measured 1-4% faster but
+// raised the BF16 error 2-4% above the peers' (a stale maximum leaves the largest P rounded where
+// the eager form gives it exactly 1; NOTES v9.10).
+inline constexpr float kLazyRescaleLog2 = 0.0f;
+
 // kWgmma_: Q K^T and P V by sm_90a warpgroup MMAs (wgmma_sm90.h) over 128-byte-swizzled dense Q,
 // K, V tiles, in place of mma.sync over padded ones; d = 64 only (tables or computed windows).
 // Element_ float: the TF32 table kernel (float32 inputs, AttentionProblem::allow_tf32), mma.sync
@@ -1118,20 +1126,24 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       }
     }
 
-    // Online softmax (exp2 domain): rescale the running state to the new row maxima.
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
+    // Online softmax (exp2 domain). Row r's tile maximum, scaled to the exp2 domain (score_scale >
+    // 0, so the maximum commutes with the affine map, and -inf stays -inf).
+    auto scaled_tile_max = [&](int r) {
       float tile_max = -INFINITY;
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t)
         tile_max = fmaxf(tile_max, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
       tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      // score_scale > 0, so the maximum commutes with the affine map (and -inf stays -inf).
-      tile_max = fmaf(tile_max, score_scale, row_offset[r]);
-      const float new_max = fmaxf(row_max[r], tile_max);
-      // A row with no valid key so far keeps max -inf; exponentiate against 0 to avoid NaN.
-      const float reference = new_max == -INFINITY ? 0.0f : new_max;
+      return fmaf(tile_max, score_scale, row_offset[r]);
+    };
+    // What P is exponentiated against for a running maximum m: m, or 0 while m is -inf (a row with
+    // no valid key so far), which avoids NaN.
+    auto reference_of = [](float m) { return m == -INFINITY ? 0.0f : m; };
+    // Row r's running maximum moves to new_max: l and O scale by 2^(m_old - m_new). Returns the
+    // new reference.
+    auto move_row_max = [&](int r, float new_max) {
+      const float reference = reference_of(new_max);
       const float correction = FastExp2(row_max[r] - reference);
       row_max[r] = new_max;
       row_sum[r] *= correction;
@@ -1140,12 +1152,50 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         o[t][2 * r] *= correction;
         o[t][2 * r + 1] *= correction;
       }
+      return reference;
+    };
+    // Row r's P = 2^(s * score_scale + row offset - reference), summed into l.
+    auto exponentiate_row = [&](int r, float reference) {
       const float offset = row_offset[r] - reference;
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) {
         s[t][2 * r] = FastExp2(fmaf(s[t][2 * r], score_scale, offset));
         s[t][2 * r + 1] = FastExp2(fmaf(s[t][2 * r + 1], score_scale, offset));
         row_sum[r] += s[t][2 * r] + s[t][2 * r + 1];
+      }
+    };
+    // The warpgroup computed-window kernels with saturated-tile code (four CTAs per SM past
+    // L = 576, or three) skip the rescale where no row's maximum rises; the others rescale every
+    // tile. Same-call A/B on the H200 against the eager form (NOTES v9.11): -0.5% at L = 2048,
+    // -2.1% at 8192, 0 at 512 and 1024. The branch made plain attention (the warpgroup table
+    // kernel) 2-3% slower at L <= 2048 in the same call, and the mma.sync kernels' rows 2-8%
+    // slower in a full table (NOTES v9.10): there row maxima rise on most tiles.
+    if constexpr (Traits::kWgmma && kComputeWindows && kSaturatedPossible) {
+      // Lazily (FlashAttention-4's rule): a warp moves its rows' running maxima m only when some
+      // row's tile maximum x exceeds its m by more than kLazyRescaleLog2; otherwise m stays, and
+      // the tile's P = 2^(s - m) <= 2^kLazyRescaleLog2. Exact: l and O use the same m, and the
+      // result O / l does not depend on which m that is. A warp that skips saves 32 FMUL and 2
+      // MUFU.
+      float tile_max[2];
+      bool raise = false;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_max[r] = scaled_tile_max(r);
+        // (m = -inf: raised by any valid key.)
+        raise |= tile_max[r] > row_max[r] + kLazyRescaleLog2;
+      }
+      // (Marked unlikely: without the hint ptxas serialised every wgmma of the four-CTA kernel with
+      // saturated tiles, C7511, in each of five other forms of this branch.)
+      if (__builtin_expect(__any_sync(0xffffffffu, raise), 0)) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) move_row_max(r, fmaxf(row_max[r], tile_max[r]));
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) exponentiate_row(r, reference_of(row_max[r]));
+    } else {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        exponentiate_row(r, move_row_max(r, fmaxf(row_max[r], scaled_tile_max(r))));
       }
     }
 
