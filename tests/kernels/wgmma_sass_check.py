@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the SASS of the four-CTA attention kernels for a dropped wgmma group.
+"""Checks the SASS of the four-CTA attention kernels for dropped or serialised wgmma groups.
 
 ptxas (CUDA 13.0) once compiled a window half's four wgmma of the four-CTA computed-window kernel
 (`computed / 4 / wgmma`, attention_fwd_kernel.cuh with kValuesInC2P) to nothing. It left a
@@ -9,6 +9,12 @@ That kernel waits for each wgmma group right after committing it, so ptxas has n
 emit a placeholder there. This check reads the test binary's sm_90a SASS without a GPU and fails
 on any placeholder in those kernels. (The three-CTA kernel issues both window halves in one group
 and legitimately ends it with a placeholder wait; it is not checked.)
+
+It also fails when ptxas serialised those kernels' wgmma (warnings C7511 / C7512: "wgmma
+serialization", which a build does not fail on). Each of their wgmma groups is four k-steps
+(d = 64) waited for once, so a kernel has four HGMMA per `WARPGROUP.DEPBAR`; serialised, ptxas waits
+after every HGMMA (64 DEPBAR for 64 HGMMA against 16), and no wgmma overlaps other work. It struck
+several experiments' builds (NOTES v9.6, v9.10, v9.11) without failing them.
 
 Exit status: 0 pass, 1 fail, 2 usage error, 77 skipped (no cuobjdump, or no sm_90a image in the
 binary: CTest's SKIP_RETURN_CODE).
@@ -28,6 +34,9 @@ SKIP = 77
 FOUR_CTA_KERNEL = re.compile(r"DisentangledAttentionKernel.*Lb1EEELb1ELi4ELi1ELb[01]E")
 PLACEHOLDER = re.compile(r"HGMMA\.64x8x16\b")
 HGMMA = re.compile(r"\bHGMMA\.")
+DEPBAR = re.compile(r"\bWARPGROUP\.DEPBAR\b")
+# HGMMA per wait in the four-CTA kernels: four k-steps of 16 at d = 64, one group per wait.
+K_STEPS_PER_GROUP = 4
 
 
 def find_cuobjdump(explicit):
@@ -91,12 +100,18 @@ def main():
             continue
         checked += 1
         hgmma = sum(1 for line in body if HGMMA.search(line))
+        waits = sum(1 for line in body if DEPBAR.search(line))
         placeholders = [line.strip() for line in body if PLACEHOLDER.search(line)]
-        print(f"{name[:110]}...: {hgmma} HGMMA, {len(placeholders)} placeholder groups")
+        print(f"{name[:110]}...: {hgmma} HGMMA, {waits} WARPGROUP.DEPBAR, "
+              f"{len(placeholders)} placeholder groups")
         if hgmma == 0:
             failures.append(f"{name}: no HGMMA at all")
         for line in placeholders:
             failures.append(f"{name}: placeholder group (a dropped wgmma group): {line}")
+        if waits * K_STEPS_PER_GROUP > hgmma:
+            failures.append(f"{name}: wgmma serialised by ptxas (C7511 / C7512): {waits} "
+                            f"WARPGROUP.DEPBAR for {hgmma} HGMMA, at most one per "
+                            f"{K_STEPS_PER_GROUP} expected")
     if checked == 0:
         print("SKIPPED: no four-CTA warpgroup kernel in the binary (built without sm_90a)")
         return SKIP
