@@ -52,8 +52,10 @@ namespace dflash::kernels {
 
 // The online softmax's lazy rescale (the four-CTA kernels with saturated-tile code): a warp's
 // running row maxima move only when some row's tile maximum exceeds its own by more than this
-// (exp2 domain), and then P <= 2^kLazyRescaleLog2. 0 keeps the eager form's arithmetic exactly (a
-// warp only skips multiplications by 1). 8, FlashAttention-4's choice, measured 1-4% faster but
+// (exp2 domain), and then P <= 2^kLazyRescaleLog2. 0 keeps the eager form's arithmetic (a warp only
+// skips multiplications by 1) but for one rounding: where a maximum rises, l is scaled, then summed
+// (two roundings), where the eager form's l * c + sum contracts to one FMA (relative errors equal
+// to six digits, NOTES v9.11). 8, FlashAttention-4's choice, measured 1-4% faster but
 // raised the BF16 error 2-4% above the peers' (a stale maximum leaves the largest P rounded where
 // the eager form gives it exactly 1; NOTES v9.10).
 inline constexpr float kLazyRescaleLog2 = 0.0f;
@@ -1173,9 +1175,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     if constexpr (Traits::kWgmma && kComputeWindows && kSaturatedPossible) {
       // Lazily (FlashAttention-4's rule): a warp moves its rows' running maxima m only when some
       // row's tile maximum x exceeds its m by more than kLazyRescaleLog2; otherwise m stays, and
-      // the tile's P = 2^(s - m) <= 2^kLazyRescaleLog2. Exact: l and O use the same m, and the
-      // result O / l does not depend on which m that is. A warp that skips saves 32 FMUL and 2
-      // MUFU.
+      // the tile's P = 2^(s - m) <= 2^kLazyRescaleLog2. Exact in real arithmetic: l and O use the
+      // same m, and the result O / l does not depend on which m that is. A warp that skips saves 32
+      // FMUL and 2 MUFU.
       float tile_max[2];
       bool raise = false;
 #pragma unroll
