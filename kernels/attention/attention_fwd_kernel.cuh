@@ -50,14 +50,15 @@
 
 namespace dflash::kernels {
 
-// The online softmax's lazy rescale (the four-CTA kernels with saturated-tile code): a warp's
-// running row maxima move only when some row's tile maximum exceeds its own by more than this
-// (exp2 domain), and then P <= 2^kLazyRescaleLog2. 0 keeps the eager form's arithmetic (a warp only
-// skips multiplications by 1) but for one rounding: where a maximum rises, l is scaled, then summed
-// (two roundings), where the eager form's l * c + sum contracts to one FMA (relative errors equal
-// to six digits, NOTES v9.11). 8, FlashAttention-4's choice, measured 1-4% faster but
-// raised the BF16 error 2-4% above the peers' (a stale maximum leaves the largest P rounded where
-// the eager form gives it exactly 1; NOTES v9.10).
+// The online softmax's lazy rescale (the computed-window warpgroup kernels with saturated-tile
+// code, four or three CTAs per SM): a warp's running row maxima move only when some row's tile
+// maximum exceeds its own by more than this (exp2 domain), and then P <= 2^kLazyRescaleLog2. 0
+// keeps the eager form's arithmetic (a warp only skips multiplications by 1) but for one rounding:
+// where a maximum rises, l is scaled, then summed (two roundings), where the eager form's l * c +
+// sum contracts to one FMA (relative errors equal to six digits, NOTES v9.11). 8,
+// FlashAttention-4's choice, measured 1-4% faster but raised the BF16 error 2-4% above the peers'
+// (a stale maximum leaves the largest P rounded where the eager form gives it exactly 1; NOTES
+// v9.10).
 inline constexpr float kLazyRescaleLog2 = 0.0f;
 
 // kWgmma_: Q K^T and P V by sm_90a warpgroup MMAs (wgmma_sm90.h) over 128-byte-swizzled dense Q,
