@@ -53,9 +53,8 @@ namespace dflash::kernels {
 // The online softmax's lazy rescale (the computed-window warpgroup kernels with saturated-tile
 // code, four or three CTAs per SM): a warp's running row maxima move only when some row's tile
 // maximum exceeds its own by more than this (exp2 domain), and then P <= 2^kLazyRescaleLog2. 0
-// keeps the eager form's arithmetic (a warp only skips multiplications by 1) but for one rounding:
-// where a maximum rises, l is scaled, then summed (two roundings), where the eager form's l * c +
-// sum contracts to one FMA (relative errors equal to six digits, NOTES v9.11). 8,
+// keeps the eager form's arithmetic to the bit (a warp only skips multiplications by 1, and l * c
+// + sum is one FMA in both forms: every error of the record equal to v9.9's, NOTES v9.12). 8,
 // FlashAttention-4's choice, measured 1-4% faster but raised the BF16 error 2-4% above the peers'
 // (a stale maximum leaves the largest P rounded where the eager form gives it exactly 1; NOTES
 // v9.10).
@@ -1143,28 +1142,34 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // What P is exponentiated against for a running maximum m: m, or 0 while m is -inf (a row with
     // no valid key so far), which avoids NaN.
     auto reference_of = [](float m) { return m == -INFINITY ? 0.0f : m; };
-    // Row r's running maximum moves to new_max: l and O scale by 2^(m_old - m_new). Returns the
-    // new reference.
+    // Row r's running maximum moves to new_max: O scales by c = 2^(m_old - m_new) here, l by the
+    // caller (exponentiate_row). Returns the new reference and c.
+    struct MovedMax {
+      float reference;
+      float correction;
+    };
     auto move_row_max = [&](int r, float new_max) {
       const float reference = reference_of(new_max);
       const float correction = FastExp2(row_max[r] - reference);
       row_max[r] = new_max;
-      row_sum[r] *= correction;
 #pragma unroll
       for (int t = 0; t < kDTiles; ++t) {
         o[t][2 * r] *= correction;
         o[t][2 * r + 1] *= correction;
       }
-      return reference;
+      return MovedMax{reference, correction};
     };
-    // Row r's P = 2^(s * score_scale + row offset - reference), summed into l.
-    auto exponentiate_row = [&](int r, float reference) {
+    // Row r's P = 2^(s * score_scale + row offset - reference), and l = l * sum_scale + sum(P):
+    // the first pair's sum joins l * sum_scale in one FMA, so a lazy tile that skips the rescale
+    // (sum_scale 1: l + x, exact) and one that takes it round as the eager form does.
+    auto exponentiate_row = [&](int r, float reference, float sum_scale) {
       const float offset = row_offset[r] - reference;
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) {
         s[t][2 * r] = FastExp2(fmaf(s[t][2 * r], score_scale, offset));
         s[t][2 * r + 1] = FastExp2(fmaf(s[t][2 * r + 1], score_scale, offset));
-        row_sum[r] += s[t][2 * r] + s[t][2 * r + 1];
+        const float pair = s[t][2 * r] + s[t][2 * r + 1];
+        row_sum[r] = t == 0 ? fmaf(row_sum[r], sum_scale, pair) : row_sum[r] + pair;
       }
     };
     // The warpgroup computed-window kernels with saturated-tile code (four CTAs per SM past
@@ -1187,18 +1192,23 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
         // (m = -inf: raised by any valid key.)
         raise |= tile_max[r] > row_max[r] + kLazyRescaleLog2;
       }
+      // l's factor: 1 (l + sum, exact) unless the rows' maxima move.
+      float sum_scale[2] = {1.0f, 1.0f};
       // (Marked unlikely: without the hint ptxas serialised every wgmma of the four-CTA kernel with
       // saturated tiles, C7511, in each of five other forms of this branch.)
       if (__builtin_expect(__any_sync(0xffffffffu, raise), 0)) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r) move_row_max(r, fmaxf(row_max[r], tile_max[r]));
+        for (int r = 0; r < 2; ++r) {
+          sum_scale[r] = move_row_max(r, fmaxf(row_max[r], tile_max[r])).correction;
+        }
       }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) exponentiate_row(r, reference_of(row_max[r]));
+      for (int r = 0; r < 2; ++r) exponentiate_row(r, reference_of(row_max[r]), sum_scale[r]);
     } else {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        exponentiate_row(r, move_row_max(r, fmaxf(row_max[r], scaled_tile_max(r))));
+        const MovedMax moved = move_row_max(r, fmaxf(row_max[r], scaled_tile_max(r)));
+        exponentiate_row(r, moved.reference, moved.correction);
       }
     }
 
