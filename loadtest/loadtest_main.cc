@@ -209,14 +209,11 @@ int Main(int argc, char** argv) {
     std::cerr << "dflash-loadtest: " << setup.status().message() << "\n";
     return kExitUsage;
   }
-  const absl::Duration connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
-  for (const auto& channel : setup->channels) {
-    if (!channel->WaitForConnected(std::chrono::system_clock::now() +
-                                   absl::ToChronoNanoseconds(connect_timeout))) {
-      std::cerr << "dflash-loadtest: cannot connect to " << setup->description.target << " within "
-                << absl::FormatDuration(connect_timeout) << " (is the server running there?)\n";
-      return kExitFailure;
-    }
+  if (const absl::Status connected = ConnectChannels(setup->channels, setup->description.target,
+                                                     absl::GetFlag(FLAGS_connect_timeout));
+      !connected.ok()) {
+    std::cerr << "dflash-loadtest: " << connected.message() << "\n";
+    return kExitFailure;
   }
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGTERM, OnInterrupt);

@@ -1,5 +1,7 @@
 #include "loadtest/loopback_channels.h"
 
+#include <chrono>
+
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "loadtest/target_address.h"
@@ -24,6 +26,19 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeLoopbackChannels
     channels.push_back(grpc::CreateCustomChannel(checked, credentials, arguments));
   }
   return channels;
+}
+
+absl::Status ConnectChannels(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+                             absl::string_view target, absl::Duration timeout) {
+  const auto deadline = std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout);
+  for (size_t i = 0; i < channels.size(); ++i) {
+    if (!channels[i]->WaitForConnected(deadline)) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot connect to ", target, " within ", absl::FormatDuration(timeout), " (channel ",
+          i + 1, " of ", channels.size(), "; is the server running there?)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dflash::loadtest

@@ -8,8 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace dflash::loadtest {
 
@@ -20,5 +22,12 @@ namespace dflash::loadtest {
 absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeLoopbackChannels(
     absl::string_view target, const std::shared_ptr<grpc::ChannelCredentials>& credentials,
     int count, absl::string_view tls_server_name = "");
+
+// Connects every channel, waiting at most `timeout` in all (UNAVAILABLE naming the target and the
+// channel that did not connect). RunLoad expects connected channels: a call on a channel whose
+// first connection attempt failed fails at once, and gRPC retries that channel only after its
+// backoff, so a run started before connecting can count a channel's every call as an error.
+absl::Status ConnectChannels(const std::vector<std::shared_ptr<grpc::Channel>>& channels,
+                             absl::string_view target, absl::Duration timeout);
 
 }  // namespace dflash::loadtest

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "loadtest/load_generator.h"
 #include "loadtest/loopback_channels.h"
 #include "loadtest/report.h"
@@ -38,10 +39,23 @@ RequestGenerator MakeGenerator(const std::string& workload_json) {
 constexpr char kClassify[] =
     R"({"rpc": "classify", "inputs_per_call": 2, "mix": [{"text_words": 6, "pair_words": 3}]})";
 
+// Connected, as dflash-loadtest connects them before its run (ConnectChannels).
 std::vector<std::shared_ptr<grpc::Channel>> Channels(const FakeServer& server, int count = 1) {
   auto channels = MakeLoopbackChannels(server.target(), grpc::InsecureChannelCredentials(), count);
   EXPECT_TRUE(channels.ok()) << channels.status();
-  return channels.ok() ? *channels : std::vector<std::shared_ptr<grpc::Channel>>{};
+  if (!channels.ok()) return {};
+  const absl::Status connected = ConnectChannels(*channels, server.target(), absl::Seconds(30));
+  EXPECT_TRUE(connected.ok()) << connected;
+  return *channels;
+}
+
+// "CODE: count, ..." for a failure message.
+std::string ErrorCodes(const RunTotals& totals) {
+  std::string codes;
+  for (const auto& [code, count] : totals.errors_by_code) {
+    absl::StrAppend(&codes, codes.empty() ? "" : ", ", code, ": ", count);
+  }
+  return codes;
 }
 
 LoadOptions ClosedLoop(int concurrency, int64_t requests) {
@@ -84,7 +98,7 @@ TEST(EndToEndTest, ClosedLoopCountsEveryCall) {
   ASSERT_TRUE(result.ok()) << result.status();
   const RunTotals& totals = result->totals;
   EXPECT_EQ(totals.measured.sent, 60);
-  EXPECT_EQ(totals.measured.ok, 60);
+  EXPECT_EQ(totals.measured.ok, 60) << ErrorCodes(totals);
   EXPECT_EQ(totals.measured.errors, 0);
   EXPECT_EQ(totals.warmup.sent, 0);
   EXPECT_EQ(server.service().classify_calls(), 60);
@@ -282,6 +296,29 @@ TEST(EndToEndTest, RejectsBadOptionsAndRemoteTargets) {
   EXPECT_FALSE(
       MakeLoopbackChannels("example.com:50051", grpc::InsecureChannelCredentials(), 1).ok());
   EXPECT_FALSE(MakeLoopbackChannels("127.0.0.1:50051", grpc::InsecureChannelCredentials(), 0).ok());
+}
+
+TEST(EndToEndTest, ConnectChannelsNamesTheChannelThatDidNotConnect) {
+  FakeServer server;
+  auto live = MakeLoopbackChannels(server.target(), grpc::InsecureChannelCredentials(), 2);
+  ASSERT_TRUE(live.ok()) << live.status();
+  EXPECT_TRUE(ConnectChannels(*live, server.target(), absl::Seconds(30)).ok());
+  for (const auto& channel : *live) {
+    EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
+  }
+
+  // A port nothing listens on: the one a server just gave back.
+  std::string closed_target;
+  {
+    FakeServer gone;
+    closed_target = gone.target();
+  }
+  auto dead = MakeLoopbackChannels(closed_target, grpc::InsecureChannelCredentials(), 1);
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  const absl::Status status = ConnectChannels(*dead, closed_target, absl::Milliseconds(300));
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_NE(status.message().find(closed_target), std::string::npos) << status;
+  EXPECT_NE(status.message().find("channel 1 of 1"), std::string::npos) << status;
 }
 
 }  // namespace
