@@ -594,9 +594,12 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // windows and the V buffer this tile's V goes to: the barrier before the call, or none yet).
   // Classified by the copying thread alone: only `tile.saturated` (thresholds) is used past
   // issue_k_and_bias's copies, so the other warps skip the slot-table load of window0, which they
-  // waited for at every tile (ncu, L = 1024: 1.5% of the samples).
+  // waited for at every tile (ncu, L = 1024: 1.5% of the samples). The copying thread keeps
+  // window0 for the same tile's PosK rows (kValuesInC2P: issued later, after P V).
+  int copied_window0 = 0;
   auto issue_tma_copies = [&](int n0, bool lut_global) {
     const TileClass copied = classify(n0, lut_global);
+    copied_window0 = copied.window0;
     const bool band = has_positions && !copied.saturated;
     // Computed windows: PosK / PosQ rows window0 .. window0 + kComputedWindow - 1 of this
     // head, swizzled for the window wgmmas (rows past PosK's end arrive as zeros). Tables: the
@@ -665,21 +668,28 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     }
   };
   // kValuesInC2P: the C2P region holds tile n's PosK rows, then its C2P window, then V(n). Thread
-  // 0 issues V(n) after the barrier that follows tile n's bias (value_barriers[0], parity n % 2)
-  // and, after the barrier that follows P V(n), tile n + 1's PosK rows if it is a band tile
-  // (pos_key_barrier, parity: the band tiles before it, pos_key_tiles, % 2).
+  // kValuesIssuer issues V(n) after the barrier that follows tile n's bias (value_barriers[0],
+  // parity n % 2), and thread 0, after the barrier that follows P V(n), tile n + 1's PosK rows if
+  // it is a band tile (pos_key_barrier, parity: the band tiles before it, pos_key_tiles, % 2).
+  // V(n) goes out of warp 1 because thread 0 issues tile n + 1's K and PosQ rows at the same
+  // barrier: each copy's instructions delay its warp, which every other warp then waits for at the
+  // next barrier or wgmma (same-call A/B on the H200, with window0 kept for the PosK rows: -1.0% /
+  // -1.3% / -0.9% at L = 512 / 1024 / 2048, +0.5% on the MNLI mix; NOTES v9.13).
+  constexpr unsigned kValuesIssuer = 32;
   uint64_t* pos_key_barrier = value_barriers + 1;
   int pos_key_tiles = 0;
   auto issue_values = [&](int n0) {
     MbarrierArriveExpectBytes(value_barriers, Traits::kTileElements * sizeof(Element));
     TmaLoad2d(sV, &maps.v, head * D, seq_start + n0, value_barriers);
   };
-  auto issue_pos_key = [&](int n0, bool lut_global = false) {
-    const TileClass tile = classify(n0, lut_global);
-    if (has_c2p && !tile.saturated) {
-      MbarrierArriveExpectBytes(pos_key_barrier, Traits::kPositionWindowElements * sizeof(Element));
-      TmaLoad2d(sC2P, &maps.c2p, head * D, tile.window0, pos_key_barrier);
-    }
+  auto issue_pos_key_rows = [&](int window0) {
+    MbarrierArriveExpectBytes(pos_key_barrier, Traits::kPositionWindowElements * sizeof(Element));
+    TmaLoad2d(sC2P, &maps.c2p, head * D, window0, pos_key_barrier);
+  };
+  // The first tile's (the prologue's table load is still under way: lut_global).
+  auto issue_first_pos_key = [&]() {
+    const TileClass tile = classify(0, true);
+    if (has_c2p && !tile.saturated) issue_pos_key_rows(tile.window0);
   };
   auto store_p_saturated = [&]() {
     const int thread = ThreadInGroup<Traits, kKeyGroups>();
@@ -692,7 +702,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   if constexpr (kTmaTiles) {
     if (threadIdx.x == 0) {
       issue_tma_copies(0, true);
-      if constexpr (kValuesInC2P) issue_pos_key(0, true);
+      if constexpr (kValuesInC2P) issue_first_pos_key();
     }
   }
   if constexpr (kSaturatedComputed) {
@@ -1118,7 +1128,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       if (kComputeWindows && has_positions && !tile.saturated) FenceSharedForAsyncProxy();
       group_sync();
       if (has_next) issue_k_and_bias(n0 + kN);
-      if (kValuesInC2P && threadIdx.x == 0) issue_values(n0);
+      if (kValuesInC2P && threadIdx.x == kValuesIssuer) issue_values(n0);
     } else {
       CpAsyncWait<0>();
       group_sync();
@@ -1258,7 +1268,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
                                  m0 + Traits::kBlockM - 1 - next_n0 <= params.lo_threshold);
       if (has_next && has_c2p && !next_saturated) {
         group_sync();
-        if (threadIdx.x == 0) issue_pos_key(next_n0);
+        // (Tile n + 1's window0, from its K / PosQ copies at this tile's mid-tile barrier.)
+        if (threadIdx.x == 0) issue_pos_key_rows(copied_window0);
       }
     }
   }
