@@ -60,7 +60,8 @@ ABSL_FLAG(std::string, tls_key, "", "mTLS: PEM client private key (with --tls_ce
 ABSL_FLAG(std::string, tls_server_name, "",
           "TLS: the name to verify in the server certificate instead of the target host.");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5),
-          "How long to wait for the first connection before giving up.");
+          "How long to wait for the channels to connect (one deadline for all of them) before "
+          "giving up.");
 ABSL_FLAG(absl::Duration, progress, absl::Seconds(1),
           "Interval of progress lines on stderr (0: none).");
 

@@ -434,8 +434,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
                    : shared_bytes + Traits::kQBytes + kKeyGroups * Traits::kGroupBytes;
   // The warpgroup kernels' TMA copies complete on: key_barrier (K and the tile's bias operands;
   // phase parity = tile index % 2), value_barriers[b] (V buffer b; tile n uses b = n % 2, parity
-  // n / 2 % 2; kValuesInC2P: V(n) and the PosK rows, issue_values below), query_barrier (Q,
-  // once).
+  // n / 2 % 2; kValuesInC2P: value_barriers[0] for V(n), issue_values, and value_barriers[1] for
+  // the PosK rows, issue_pos_key_rows, below), query_barrier (Q, once).
   uint64_t* key_barrier = reinterpret_cast<uint64_t*>(common_bytes);
   uint64_t* value_barriers = key_barrier + 1;
   uint64_t* query_barrier = key_barrier + 3;
@@ -607,7 +607,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     constexpr uint32_t kBiasBytes =
         (kComputeWindows ? Traits::kPositionWindowElements : Traits::kWindowElements) *
         sizeof(Element);
-    // (kValuesInC2P: the PosK rows and V come later, issue_pos_key and issue_values.)
+    // (kValuesInC2P: the PosK rows and V come later, issue_pos_key_rows and issue_values.)
     const bool c2p_rows = band && has_c2p && !kValuesInC2P;
     MbarrierArriveExpectBytes(key_barrier, Traits::kTileElements * sizeof(Element) +
                                                (c2p_rows ? kBiasBytes : 0) +
@@ -673,8 +673,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // it is a band tile (pos_key_barrier, parity: the band tiles before it, pos_key_tiles, % 2).
   // V(n) goes out of warp 1 because thread 0 issues tile n + 1's K and PosQ rows at the same
   // barrier: each copy's instructions delay its warp, which every other warp then waits for at the
-  // next barrier or wgmma (same-call A/B on the H200, with window0 kept for the PosK rows: -1.0% /
-  // -1.3% / -0.9% at L = 512 / 1024 / 2048, +0.5% on the MNLI mix; NOTES v9.13).
+  // next barrier or wgmma. Same-call A/B on the H200 (NOTES v9.13) at L = 512 / 1024 / 2048: this
+  // alone -0.5% / -0.6% / -0.7%; with window0 kept for the PosK rows (copied_window0) -1.0% /
+  // -1.3% / -0.9%, +0.5% on the MNLI mix.
   constexpr unsigned kValuesIssuer = 32;
   uint64_t* pos_key_barrier = value_barriers + 1;
   int pos_key_tiles = 0;

@@ -1,7 +1,11 @@
 // The load generator against an in-process fake InferenceService on 127.0.0.1: call counts, error
 // counts by code and the report's fields, in closed and open loops. Nothing here asserts a
 // latency or a rate beyond "positive".
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -307,18 +311,25 @@ TEST(EndToEndTest, ConnectChannelsNamesTheChannelThatDidNotConnect) {
     EXPECT_EQ(channel->GetState(false), GRPC_CHANNEL_READY);
   }
 
-  // A port nothing listens on: the one a server just gave back.
-  std::string closed_target;
-  {
-    FakeServer gone;
-    closed_target = gone.target();
-  }
+  // A port nothing listens on: bound by this test (so no other process takes it) and not listening,
+  // so a connection is refused.
+  const int socket_fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(socket_fd, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  ASSERT_EQ(bind(socket_fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(getsockname(socket_fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string closed_target = absl::StrCat("127.0.0.1:", ntohs(address.sin_port));
   auto dead = MakeLoopbackChannels(closed_target, grpc::InsecureChannelCredentials(), 1);
   ASSERT_TRUE(dead.ok()) << dead.status();
   const absl::Status status = ConnectChannels(*dead, closed_target, absl::Milliseconds(300));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_NE(status.message().find(closed_target), std::string::npos) << status;
   EXPECT_NE(status.message().find("channel 1 of 1"), std::string::npos) << status;
+  close(socket_fd);
 }
 
 }  // namespace
