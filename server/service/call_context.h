@@ -6,7 +6,10 @@
 #include <memory>
 
 #include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/batching/batch_scheduler.h"
 
@@ -28,5 +31,18 @@ inline uint64_t DurationMicros(absl::Duration duration) {
 
 template <typename Response>
 using Responder = absl::AnyInvocable<void(absl::StatusOr<Response>)>;
+
+// RESOURCE_EXHAUSTED for an answer larger than the transport can send. Unlike an overload
+// refusal, a retry cannot succeed, so the status carries a payload that tells the transport not
+// to add a retry hint.
+inline constexpr char kNotRetryablePayload[] = "dflash.dev/not-retryable";
+inline absl::Status ResponseTooLarge(absl::string_view message) {
+  absl::Status status = absl::ResourceExhaustedError(message);
+  status.SetPayload(kNotRetryablePayload, absl::Cord());
+  return status;
+}
+inline bool IsRetryable(const absl::Status& status) {
+  return !status.GetPayload(kNotRetryablePayload).has_value();
+}
 
 }  // namespace dflash::serving

@@ -20,14 +20,19 @@ void InferencePipeline::Classify(const v1::ClassifyRequest& request, CallContext
   }
   absl::StatusOr<ScoreFunction> score_function =
       ResolveScoreFunction(*model, request.score_function());
-  if (!score_function.ok()) {
-    respond(score_function.status());
-    return;
-  }
-  const RequestTruncation truncation = ResolveTruncation(
+  absl::StatusOr<RequestTruncation> resolved_truncation = ResolveTruncation(
       *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
       request.truncation_direction(), request.truncation_strategy(),
       TruncationStrategy::kLongestFirst);
+  absl::StatusOr<Priority> priority = ResolvePriority(*model, request.priority());
+  for (const absl::Status& valid :
+       {score_function.status(), resolved_truncation.status(), priority.status()}) {
+    if (!valid.ok()) {
+      respond(valid);
+      return;
+    }
+  }
+  const RequestTruncation truncation = *resolved_truncation;
 
   Encoder encode = [&request, model, truncation](int i) -> absl::StatusOr<Sequence> {
     const std::string field = absl::StrCat("inputs[", i, "]");
@@ -37,8 +42,7 @@ void InferencePipeline::Classify(const v1::ClassifyRequest& request, CallContext
     const bool truncated = encoding.truncated;
     return Sequence{ToSequenceInput(std::move(encoding)), truncated};
   };
-  RunSequences(model, call, ResolvePriority(*model, request.priority()), kSequenceLogits,
-               request.inputs_size(), std::move(encode),
+  RunSequences(model, call, *priority, kSequenceLogits, request.inputs_size(), std::move(encode),
                [this, &request, call, function = *score_function,
                 respond = std::move(respond)](absl::StatusOr<ModelRun> run) mutable {
                  if (!run.ok()) {

@@ -92,14 +92,37 @@ ServedModel* InferencePipeline::BeginRequest(absl::string_view rpc,
   return model;
 }
 
+absl::Status InferencePipeline::CheckResponseBudget(size_t bytes, absl::string_view what) const {
+  if (bytes <= max_response_bytes_) return absl::OkStatus();
+  return ResponseTooLarge(absl::StrCat(what, ": the answer would take at least ", bytes,
+                                       " bytes, more than the server sends in one message (",
+                                       max_response_bytes_,
+                                       "; server.max_message_bytes); split the request"));
+}
+
 template <typename Response>
 Responder<Response> InferencePipeline::Measured(absl::string_view rpc, absl::string_view model,
                                                 const CallContext& call,
                                                 Responder<Response> respond) {
   return [metrics = metrics_, rpc = std::string(rpc), model = std::string(model),
-          received = call.received,
+          received = call.received, deadline = call.deadline, cancelled = call.cancelled,
+          max_bytes = max_response_bytes_,
           respond = std::move(respond)](absl::StatusOr<Response> response) mutable {
-    const absl::Duration total = absl::Now() - received;
+    const absl::Time now = absl::Now();
+    const absl::Duration total = now - received;
+    if (response.ok() && response->ByteSizeLong() > max_bytes) {
+      response = ResponseTooLarge(absl::StrCat(
+          "the answer is ", response->ByteSizeLong(),
+          " bytes, more than the server sends in one message (", max_bytes,
+          "; server.max_message_bytes); send fewer or shorter inputs, or set truncate = true"));
+    }
+    // What the client receives: gRPC has already ended a call whose deadline passed or that was
+    // cancelled, whatever the pipeline computed for it.
+    if (deadline <= now) {
+      response = absl::DeadlineExceededError("the answer was ready after the call's deadline");
+    } else if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
+      response = absl::CancelledError("the call was cancelled before its answer was ready");
+    }
     if (metrics != nullptr) metrics->RecordRequest(rpc, model, response.status().code(), total);
     // The access log names no request content (that is InferenceService's opt-in).
     dflash::Log().debug("{} model={} code={} total_us={}{}{}", rpc, model,

@@ -28,12 +28,24 @@ struct ServerIdentity {
   std::string revision;
 };
 
+// Protobuf bytes per result entry beyond its text (tags, lengths, ids, scores): what the
+// up-front response-size checks add for each result they estimate.
+inline constexpr size_t kResultEntryBytes = 32;
+
 class InferencePipeline {
  public:
-  // `metrics` may be null. Nothing is owned; all must outlive the pipeline.
+  // `metrics` may be null. Nothing is owned; all must outlive the pipeline. An answer larger
+  // than `max_response_bytes` (the transport's send limit, less its framing) is refused with
+  // RESOURCE_EXHAUSTED instead of being built and then failing to send.
   InferencePipeline(const ModelCatalog& catalog, WorkerPool& pool, ServiceMetrics* metrics,
-                    ServerIdentity identity)
-      : catalog_(catalog), pool_(pool), metrics_(metrics), identity_(std::move(identity)) {}
+                    ServerIdentity identity, size_t max_response_bytes = kDefaultMaxResponseBytes)
+      : catalog_(catalog),
+        pool_(pool),
+        metrics_(metrics),
+        identity_(std::move(identity)),
+        max_response_bytes_(max_response_bytes) {}
+
+  static constexpr size_t kDefaultMaxResponseBytes = size_t{16} << 20;
 
   void Classify(const v1::ClassifyRequest& request, CallContext call,
                 Responder<v1::ClassifyResponse> respond);
@@ -80,8 +92,14 @@ class InferencePipeline {
                             std::optional<ServedTask> task, const CallContext& call,
                             Responder<Response>& respond);
 
+  // RESOURCE_EXHAUSTED naming `what` when an answer of `bytes` would exceed max_response_bytes_:
+  // checked before the work for answers whose size the request alone determines.
+  absl::Status CheckResponseBudget(size_t bytes, absl::string_view what) const;
+
   // Wraps `respond` so the answer is counted in the metrics under `rpc` and `model` ("" when the
-  // request named no served model).
+  // request named no served model) with the code the client receives: an answer over
+  // max_response_bytes_ becomes RESOURCE_EXHAUSTED, one completed after the call's deadline
+  // DEADLINE_EXCEEDED, and one for a cancelled call CANCELLED.
   template <typename Response>
   Responder<Response> Measured(absl::string_view rpc, absl::string_view model,
                                const CallContext& call, Responder<Response> respond);
@@ -94,6 +112,7 @@ class InferencePipeline {
   WorkerPool& pool_;
   ServiceMetrics* metrics_;
   ServerIdentity identity_;
+  const size_t max_response_bytes_;
 };
 
 // Converts an Encoding into a model sequence.

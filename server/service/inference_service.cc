@@ -31,24 +31,26 @@ void InferenceService::RecordRefusal(absl::string_view rpc, const absl::Status& 
 template <typename Request, typename Response, typename Run>
 grpc::ServerUnaryReactor* InferenceService::Unary(absl::string_view rpc,
                                                   grpc::CallbackServerContext* context,
-                                                  const Request& request, Response* response,
-                                                  Run run) {
-  LogRequest(request);
-  auto* call = new UnaryCall<Response>(context, response, &admission_);
+                                                  const Bytes& request, Bytes* response, Run run) {
+  auto* call = new UnaryCall<Request, Response>(context, response, &admission_);
+  // Authentication first: an unauthenticated caller's bytes are not even parsed.
   absl::Status admitted = Authenticate(*context);
+  if (admitted.ok()) admitted = call->ParseRequest(request);
   if (admitted.ok()) admitted = admission_.Admit();
   if (!admitted.ok()) {
     RecordRefusal(rpc, admitted);
     call->Refuse(admitted);
     return call;
   }
-  run(call->Context(), call->MakeResponder());
+  LogRequest(call->request());
+  run(call->request(), call->Context(), call->MakeResponder());
   return call;
 }
 
 template <typename Request, typename Response, typename StreamResponse, typename Method>
-grpc::ServerBidiReactor<Request, StreamResponse>* InferenceService::Stream(
-    absl::string_view rpc, grpc::CallbackServerContext* context, Method method) {
+InferenceService::BidiStream* InferenceService::Stream(absl::string_view rpc,
+                                                       grpc::CallbackServerContext* context,
+                                                       Method method) {
   absl::Status refusal = Authenticate(*context);
   if (refusal.ok() && admission_.draining()) {
     refusal = absl::UnavailableError("the server is shutting down; retry on another replica");
@@ -73,79 +75,84 @@ grpc::ServerBidiReactor<Request, StreamResponse>* InferenceService::Stream(
         // ASan reports a stack-buffer-underflow on every stream message).
         std::invoke(method, pipeline_, request, std::move(call), std::move(respond));
       },
-      [](const Request& request) { return request.request_id(); }, refusal);
+      [](const Request& request) { return request.request_id(); },
+      [this, rpc](const absl::Status& malformed) { RecordRefusal(rpc, malformed); }, refusal);
 }
 
 grpc::ServerUnaryReactor* InferenceService::Classify(grpc::CallbackServerContext* context,
-                                                     const v1::ClassifyRequest* request,
-                                                     v1::ClassifyResponse* response) {
-  return Unary("Classify", context, *request, response, [&](CallContext call, auto respond) {
-    pipeline_.Classify(*request, std::move(call), std::move(respond));
-  });
+                                                     const Bytes* request, Bytes* response) {
+  return Unary<v1::ClassifyRequest, v1::ClassifyResponse>(
+      "Classify", context, *request, response,
+      [this](const v1::ClassifyRequest& parsed, CallContext call, auto respond) {
+        pipeline_.Classify(parsed, std::move(call), std::move(respond));
+      });
 }
 
 grpc::ServerUnaryReactor* InferenceService::ZeroShot(grpc::CallbackServerContext* context,
-                                                     const v1::ZeroShotRequest* request,
-                                                     v1::ZeroShotResponse* response) {
-  return Unary("ZeroShot", context, *request, response, [&](CallContext call, auto respond) {
-    pipeline_.ZeroShot(*request, std::move(call), std::move(respond));
-  });
+                                                     const Bytes* request, Bytes* response) {
+  return Unary<v1::ZeroShotRequest, v1::ZeroShotResponse>(
+      "ZeroShot", context, *request, response,
+      [this](const v1::ZeroShotRequest& parsed, CallContext call, auto respond) {
+        pipeline_.ZeroShot(parsed, std::move(call), std::move(respond));
+      });
 }
 
 grpc::ServerUnaryReactor* InferenceService::Rerank(grpc::CallbackServerContext* context,
-                                                   const v1::RerankRequest* request,
-                                                   v1::RerankResponse* response) {
-  return Unary("Rerank", context, *request, response, [&](CallContext call, auto respond) {
-    pipeline_.Rerank(*request, std::move(call), std::move(respond));
-  });
+                                                   const Bytes* request, Bytes* response) {
+  return Unary<v1::RerankRequest, v1::RerankResponse>(
+      "Rerank", context, *request, response,
+      [this](const v1::RerankRequest& parsed, CallContext call, auto respond) {
+        pipeline_.Rerank(parsed, std::move(call), std::move(respond));
+      });
 }
 
 grpc::ServerUnaryReactor* InferenceService::Embed(grpc::CallbackServerContext* context,
-                                                  const v1::EmbedRequest* request,
-                                                  v1::EmbedResponse* response) {
-  return Unary("Embed", context, *request, response, [&](CallContext call, auto respond) {
-    pipeline_.Embed(*request, std::move(call), std::move(respond));
-  });
+                                                  const Bytes* request, Bytes* response) {
+  return Unary<v1::EmbedRequest, v1::EmbedResponse>(
+      "Embed", context, *request, response,
+      [this](const v1::EmbedRequest& parsed, CallContext call, auto respond) {
+        pipeline_.Embed(parsed, std::move(call), std::move(respond));
+      });
 }
 
 grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* context,
-                                                     const v1::TokenizeRequest* request,
-                                                     v1::TokenizeResponse* response) {
-  return Unary("Tokenize", context, *request, response, [&](CallContext call, auto respond) {
-    pipeline_.Tokenize(*request, std::move(call), std::move(respond));
-  });
+                                                     const Bytes* request, Bytes* response) {
+  return Unary<v1::TokenizeRequest, v1::TokenizeResponse>(
+      "Tokenize", context, *request, response,
+      [this](const v1::TokenizeRequest& parsed, CallContext call, auto respond) {
+        pipeline_.Tokenize(parsed, std::move(call), std::move(respond));
+      });
 }
 
 grpc::ServerUnaryReactor* InferenceService::Info(grpc::CallbackServerContext* context,
-                                                 const v1::InfoRequest* request,
-                                                 v1::InfoResponse* response) {
-  return Unary("Info", context, *request, response, [&](CallContext call, auto respond) {
-    // Reads loaded state only: cheap enough to answer inline.
-    absl::StatusOr<v1::InfoResponse> info = pipeline_.Info(*request);
-    if (metrics_ != nullptr) {
-      // The model label only for a served id: a client's arbitrary string must not become a
-      // metric label.
-      metrics_->RecordRequest("Info", info.ok() ? request->model() : "", info.status().code(),
-                              absl::Now() - call.received);
-    }
-    respond(std::move(info));
-  });
+                                                 const Bytes* request, Bytes* response) {
+  return Unary<v1::InfoRequest, v1::InfoResponse>(
+      "Info", context, *request, response,
+      [this](const v1::InfoRequest& parsed, CallContext call, auto respond) {
+        // Reads loaded state only: cheap enough to answer inline.
+        absl::StatusOr<v1::InfoResponse> info = pipeline_.Info(parsed);
+        if (metrics_ != nullptr) {
+          // The model label only for a served id: a client's arbitrary string must not become a
+          // metric label.
+          metrics_->RecordRequest("Info", info.ok() ? parsed.model() : "", info.status().code(),
+                                  absl::Now() - call.received);
+        }
+        respond(std::move(info));
+      });
 }
 
-grpc::ServerBidiReactor<v1::ClassifyRequest, v1::ClassifyStreamResponse>*
-InferenceService::ClassifyStream(grpc::CallbackServerContext* context) {
+InferenceService::BidiStream* InferenceService::ClassifyStream(
+    grpc::CallbackServerContext* context) {
   return Stream<v1::ClassifyRequest, v1::ClassifyResponse, v1::ClassifyStreamResponse>(
       "ClassifyStream", context, &InferencePipeline::Classify);
 }
 
-grpc::ServerBidiReactor<v1::RerankRequest, v1::RerankStreamResponse>*
-InferenceService::RerankStream(grpc::CallbackServerContext* context) {
+InferenceService::BidiStream* InferenceService::RerankStream(grpc::CallbackServerContext* context) {
   return Stream<v1::RerankRequest, v1::RerankResponse, v1::RerankStreamResponse>(
       "RerankStream", context, &InferencePipeline::Rerank);
 }
 
-grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedStreamResponse>* InferenceService::EmbedStream(
-    grpc::CallbackServerContext* context) {
+InferenceService::BidiStream* InferenceService::EmbedStream(grpc::CallbackServerContext* context) {
   return Stream<v1::EmbedRequest, v1::EmbedResponse, v1::EmbedStreamResponse>(
       "EmbedStream", context, &InferencePipeline::Embed);
 }

@@ -10,7 +10,20 @@
 
 namespace dflash::serving {
 
-class InferenceService final : public v1::InferenceService::CallbackService {
+// Every method raw (bytes in, bytes out): requests are parsed by the service itself, so that a
+// malformed message gets INVALID_ARGUMENT with the reason, counted (wire_message.h).
+using RawInferenceService = v1::InferenceService::WithRawCallbackMethod_Classify<
+    v1::InferenceService::WithRawCallbackMethod_ClassifyStream<
+        v1::InferenceService::WithRawCallbackMethod_ZeroShot<
+            v1::InferenceService::WithRawCallbackMethod_Rerank<
+                v1::InferenceService::WithRawCallbackMethod_RerankStream<
+                    v1::InferenceService::WithRawCallbackMethod_Embed<
+                        v1::InferenceService::WithRawCallbackMethod_EmbedStream<
+                            v1::InferenceService::WithRawCallbackMethod_Tokenize<
+                                v1::InferenceService::WithRawCallbackMethod_Info<
+                                    v1::InferenceService::Service>>>>>>>>>;
+
+class InferenceService final : public RawInferenceService {
  public:
   // `authenticator` may be null (no API keys). Nothing is owned. With `log_request_content`,
   // every request is written to the debug log in full (off by default: texts may be personal
@@ -26,47 +39,40 @@ class InferenceService final : public v1::InferenceService::CallbackService {
         metrics_(metrics),
         log_request_content_(log_request_content) {}
 
-  grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context,
-                                     const v1::ClassifyRequest* request,
-                                     v1::ClassifyResponse* response) override;
-  grpc::ServerUnaryReactor* ZeroShot(grpc::CallbackServerContext* context,
-                                     const v1::ZeroShotRequest* request,
-                                     v1::ZeroShotResponse* response) override;
-  grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* context,
-                                   const v1::RerankRequest* request,
-                                   v1::RerankResponse* response) override;
-  grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context,
-                                  const v1::EmbedRequest* request,
-                                  v1::EmbedResponse* response) override;
-  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
-  grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context,
-                                 const v1::InfoRequest* request,
-                                 v1::InfoResponse* response) override;
-  grpc::ServerBidiReactor<v1::ClassifyRequest, v1::ClassifyStreamResponse>* ClassifyStream(
-      grpc::CallbackServerContext* context) override;
-  grpc::ServerBidiReactor<v1::RerankRequest, v1::RerankStreamResponse>* RerankStream(
-      grpc::CallbackServerContext* context) override;
-  grpc::ServerBidiReactor<v1::EmbedRequest, v1::EmbedStreamResponse>* EmbedStream(
-      grpc::CallbackServerContext* context) override;
+  using Bytes = grpc::ByteBuffer;
+  using BidiStream = grpc::ServerBidiReactor<Bytes, Bytes>;
+
+  grpc::ServerUnaryReactor* Classify(grpc::CallbackServerContext* context, const Bytes* request,
+                                     Bytes* response) override;
+  grpc::ServerUnaryReactor* ZeroShot(grpc::CallbackServerContext* context, const Bytes* request,
+                                     Bytes* response) override;
+  grpc::ServerUnaryReactor* Rerank(grpc::CallbackServerContext* context, const Bytes* request,
+                                   Bytes* response) override;
+  grpc::ServerUnaryReactor* Embed(grpc::CallbackServerContext* context, const Bytes* request,
+                                  Bytes* response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context, const Bytes* request,
+                                     Bytes* response) override;
+  grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context, const Bytes* request,
+                                 Bytes* response) override;
+  BidiStream* ClassifyStream(grpc::CallbackServerContext* context) override;
+  BidiStream* RerankStream(grpc::CallbackServerContext* context) override;
+  BidiStream* EmbedStream(grpc::CallbackServerContext* context) override;
 
  private:
   // UNAUTHENTICATED when API keys are configured and the call's key does not match.
   absl::Status Authenticate(const grpc::CallbackServerContext& context) const;
 
-  // Admits a unary call and runs `run(call_context, responder)`, or answers the refusal.
+  // Authenticates, parses and admits a unary call, then runs `run(request, call_context,
+  // responder)`; or answers the refusal.
   template <typename Request, typename Response, typename Run>
   grpc::ServerUnaryReactor* Unary(absl::string_view rpc, grpc::CallbackServerContext* context,
-                                  const Request& request, Response* response, Run run);
+                                  const Bytes& request, Bytes* response, Run run);
   // Counts a call (or stream message) answered without reaching the pipeline.
   void RecordRefusal(absl::string_view rpc, const absl::Status& status) const;
   // The opt-in request log (LoggingConfig::log_request_content).
   void LogRequest(const google::protobuf::Message& request) const;
   template <typename Request, typename Response, typename StreamResponse, typename Method>
-  grpc::ServerBidiReactor<Request, StreamResponse>* Stream(absl::string_view rpc,
-                                                           grpc::CallbackServerContext* context,
-                                                           Method method);
+  BidiStream* Stream(absl::string_view rpc, grpc::CallbackServerContext* context, Method method);
 
   InferencePipeline& pipeline_;
   CallAdmission& admission_;

@@ -8,10 +8,28 @@
 
 namespace dflash::serving {
 
-RequestTruncation ResolveTruncation(const ServedModel& model, std::optional<bool> truncate,
-                                    v1::TruncationDirection direction,
-                                    v1::TruncationStrategy strategy,
-                                    TruncationStrategy rpc_default) {
+namespace {
+
+// INVALID_ARGUMENT for an enum value this server does not know: a newer client's value must not
+// silently mean the default.
+template <typename Enum>
+absl::Status CheckEnum(Enum value, bool (*is_valid)(int), absl::string_view field) {
+  if (is_valid(static_cast<int>(value))) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": unknown value ", static_cast<int>(value)));
+}
+
+}  // namespace
+
+absl::StatusOr<RequestTruncation> ResolveTruncation(const ServedModel& model,
+                                                    std::optional<bool> truncate,
+                                                    v1::TruncationDirection direction,
+                                                    v1::TruncationStrategy strategy,
+                                                    TruncationStrategy rpc_default) {
+  DFLASH_RETURN_IF_ERROR(
+      CheckEnum(direction, &v1::TruncationDirection_IsValid, "truncation_direction"));
+  DFLASH_RETURN_IF_ERROR(
+      CheckEnum(strategy, &v1::TruncationStrategy_IsValid, "truncation_strategy"));
   RequestTruncation result;
   result.max_length = model.max_input_length();
   const bool enabled = truncate.value_or(model.entry().truncate);
@@ -54,7 +72,8 @@ absl::Status CheckLength(const RequestTruncation& truncation, size_t tokens,
                    truncation.max_length, "; shorten it or set truncate = true"));
 }
 
-Priority ResolvePriority(const ServedModel& model, v1::Priority priority) {
+absl::StatusOr<Priority> ResolvePriority(const ServedModel& model, v1::Priority priority) {
+  DFLASH_RETURN_IF_ERROR(CheckEnum(priority, &v1::Priority_IsValid, "priority"));
   Priority level = Priority::kNormal;
   if (priority == v1::PRIORITY_LOW) level = Priority::kLow;
   if (priority == v1::PRIORITY_HIGH) level = Priority::kHigh;

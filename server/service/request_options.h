@@ -24,18 +24,21 @@ struct RequestTruncation {
   int max_length = 0;  // The model's maximum input length.
 };
 
-// `truncate` unset: the model's configured default. Strategy unset: `rpc_default`.
-RequestTruncation ResolveTruncation(const ServedModel& model, std::optional<bool> truncate,
-                                    v1::TruncationDirection direction,
-                                    v1::TruncationStrategy strategy,
-                                    TruncationStrategy rpc_default);
+// `truncate` unset: the model's configured default. Strategy unset: `rpc_default`. INVALID_ARGUMENT
+// for a direction or strategy value this server does not know.
+absl::StatusOr<RequestTruncation> ResolveTruncation(const ServedModel& model,
+                                                    std::optional<bool> truncate,
+                                                    v1::TruncationDirection direction,
+                                                    v1::TruncationStrategy strategy,
+                                                    TruncationStrategy rpc_default);
 
 // INVALID_ARGUMENT naming `field` when truncation is off and the encoding is too long.
 absl::Status CheckLength(const RequestTruncation& truncation, size_t tokens,
                          absl::string_view field);
 
-// The request's priority, capped at the model's priority_cap.
-Priority ResolvePriority(const ServedModel& model, v1::Priority priority);
+// The request's priority, capped at the model's priority_cap; INVALID_ARGUMENT for an unknown
+// value.
+absl::StatusOr<Priority> ResolvePriority(const ServedModel& model, v1::Priority priority);
 
 // INVALID_ARGUMENT "<field>: <count> <what>, more than the limit of <limit> ..." when limit > 0
 // and count > limit; also for count == 0 ("<field>: at least one <what> is required").

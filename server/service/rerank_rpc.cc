@@ -17,16 +17,32 @@ void InferencePipeline::Rerank(const v1::RerankRequest& request, CallContext cal
   absl::StatusOr<ScoreFunction> score_function =
       ResolveScoreFunction(*model, request.score_function());
   if (valid.ok()) valid = score_function.status();
+  const size_t documents = static_cast<size_t>(request.documents_size());
+  if (valid.ok() && request.return_documents() &&
+      (request.top_n() == 0 || request.top_n() >= documents)) {
+    // Every document comes back: refuse an answer that could not be sent before computing it.
+    size_t bytes = 0;
+    for (const std::string& document : request.documents()) {
+      bytes += document.size() + kResultEntryBytes;
+    }
+    valid = CheckResponseBudget(bytes, "documents with return_documents");
+  }
+  absl::StatusOr<RequestTruncation> resolved_truncation = ResolveTruncation(
+      *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
+      request.truncation_direction(), request.truncation_strategy(),
+      TruncationStrategy::kOnlySecond);
+  absl::StatusOr<Priority> resolved_priority = ResolvePriority(*model, request.priority());
+  if (valid.ok()) valid = resolved_truncation.status();
+  if (valid.ok()) valid = resolved_priority.status();
   if (!valid.ok()) {
     respond(std::move(valid));
     return;
   }
-  const RequestTruncation truncation = ResolveTruncation(
-      *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
-      request.truncation_direction(), request.truncation_strategy(),
-      TruncationStrategy::kOnlySecond);
+  const RequestTruncation truncation = *resolved_truncation;
+  const Priority priority = *resolved_priority;
   auto respond_once = std::make_shared<Responder<v1::RerankResponse>>(std::move(respond));
-  pool_.Post([this, &request, call, model, truncation, function = *score_function, respond_once]() {
+  pool_.Post([this, &request, call, model, truncation, priority, function = *score_function,
+              respond_once]() {
     absl::StatusOr<TextTokens> query = model->tokenizer().EncodeText(request.query());
     if (!query.ok()) {
       (*respond_once)(WithField(query.status(), "query"));
@@ -47,8 +63,7 @@ void InferencePipeline::Rerank(const v1::RerankRequest& request, CallContext cal
       return Sequence{ToSequenceInput(std::move(*encoding)), truncated};
     };
     RunSequences(
-        model, call, ResolvePriority(*model, request.priority()), kSequenceLogits,
-        request.documents_size(), std::move(encode),
+        model, call, priority, kSequenceLogits, request.documents_size(), std::move(encode),
         [this, &request, call, function, respond_once](absl::StatusOr<ModelRun> run) {
           if (!run.ok()) {
             (*respond_once)(run.status());

@@ -88,8 +88,12 @@ absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const Serv
         }
       });
   runtime->pool_ = std::make_unique<WorkerPool>(config.worker_threads);
+  // A stream wraps each answer in one more message (a tag and a length): the pipeline's limit
+  // leaves room for it under the send limit.
+  constexpr int kStreamEnvelopeBytes = 16;
   runtime->pipeline_ = std::make_unique<InferencePipeline>(
-      runtime->catalog_, *runtime->pool_, runtime->metrics_.get(), std::move(identity));
+      runtime->catalog_, *runtime->pool_, runtime->metrics_.get(), std::move(identity),
+      static_cast<size_t>(std::max(config.max_message_bytes - kStreamEnvelopeBytes, 1)));
   runtime->admission_ =
       std::make_unique<CallAdmission>(config.max_inflight_requests, runtime->metrics_.get());
   DFLASH_ASSIGN_OR_RETURN(runtime->authenticator_, ApiKeyAuthenticator::FromConfig(config.auth));

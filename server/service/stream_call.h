@@ -2,6 +2,9 @@
 // request message is processed independently and concurrently (so they batch together), and
 // exactly one response message is written per request message, in the order they were read.
 //
+// Messages travel as raw bytes: one that does not parse is answered in place with a StreamError
+// (INVALID_ARGUMENT, the reason, no request_id) and the stream goes on.
+//
 // Flow control: at most kMaxOutstanding requests of one stream are in the pipeline at once; the
 // next read starts only when an answer has been written, so a client that sends faster than the
 // model computes is slowed by HTTP/2 flow control instead of growing the server's memory.
@@ -22,11 +25,12 @@
 #include "absl/base/thread_annotations.h"
 #include "server/service/call_context.h"
 #include "server/service/unary_call.h"
+#include "server/service/wire_message.h"
 
 namespace dflash::serving {
 
 template <typename Request, typename Response, typename StreamResponse>
-class StreamCall final : public grpc::ServerBidiReactor<Request, StreamResponse> {
+class StreamCall final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   static constexpr int kMaxOutstanding = 64;
   // Runs one request (admission included); must call `respond` exactly once. The request
@@ -34,11 +38,16 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, StreamResponse>
   using Process = std::function<void(const Request&, CallContext, Responder<Response>)>;
   // The request_id echoed in a StreamError.
   using RequestId = std::function<std::string(const Request&)>;
+  // Told about each message that does not parse (it is answered with a StreamError).
+  using Malformed = std::function<void(const absl::Status&)>;
 
   // Starts reading unless `refusal` is an error, in which case the stream ends with it at once.
   StreamCall(grpc::CallbackServerContext* context, Process process, RequestId request_id,
-             const absl::Status& refusal)
-      : context_(context), process_(std::move(process)), request_id_(std::move(request_id)) {
+             Malformed malformed, const absl::Status& refusal)
+      : context_(context),
+        process_(std::move(process)),
+        request_id_(std::move(request_id)),
+        malformed_(std::move(malformed)) {
     if (!refusal.ok()) {
       finished_ = true;
       this->Finish(ToGrpcStatus(refusal));
@@ -60,7 +69,9 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, StreamResponse>
       Run(ops);
       return;
     }
-    auto request = std::make_shared<Request>(std::move(incoming_));
+    auto request = std::make_shared<Request>();
+    const absl::Status parsed = ParseWireMessage(incoming_, *request);
+    incoming_.Clear();
     uint64_t index = 0;
     Ops ops;
     {
@@ -71,6 +82,11 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, StreamResponse>
       ops = NextOpsLocked();
     }
     Run(ops);
+    if (!parsed.ok()) {
+      malformed_(parsed);
+      Complete(index, ErrorMessage(*request, parsed));
+      return;
+    }
     CallContext call = MakeCallContext(*context_, cancelled_);
     process_(*request, std::move(call), [this, index, request](absl::StatusOr<Response> result) {
       StreamResponse message;
@@ -101,7 +117,7 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, StreamResponse>
  private:
   // gRPC operations decided under the lock and started after releasing it.
   struct Ops {
-    const StreamResponse* write = nullptr;
+    const grpc::ByteBuffer* write = nullptr;
     bool read = false;
     std::optional<grpc::Status> finish;
   };
@@ -114,11 +130,17 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, StreamResponse>
     return message;
   }
 
-  void Complete(uint64_t index, StreamResponse message) {
+  void Complete(uint64_t index, const StreamResponse& message) {
+    grpc::ByteBuffer bytes;
+    if (absl::Status serialized = SerializeWireMessage(message, bytes); !serialized.ok()) {
+      // Not expected (the pipeline refuses answers over the send limit); the slot still gets its
+      // one answer.
+      SerializeWireMessage(ErrorMessage(Request(), serialized), bytes).IgnoreError();
+    }
     Ops ops;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      slots_[index] = std::move(message);
+      slots_[index] = std::move(bytes);
       ops = NextOpsLocked();
     }
     Run(ops);
@@ -163,13 +185,14 @@ class StreamCall final : public grpc::ServerBidiReactor<Request, StreamResponse>
   grpc::CallbackServerContext* const context_;
   const Process process_;
   const RequestId request_id_;
+  const Malformed malformed_;
   const std::shared_ptr<CancellationFlag> cancelled_ = std::make_shared<CancellationFlag>(false);
-  Request incoming_;  // Written by gRPC between StartRead and OnReadDone only.
+  grpc::ByteBuffer incoming_;  // Written by gRPC between StartRead and OnReadDone only.
 
   std::mutex mutex_;
   // Requests read and not yet written, by arrival index; a value once answered. std::map keeps
   // them in index order, and its nodes never move, so a pointer handed to StartWrite stays valid.
-  std::map<uint64_t, std::optional<StreamResponse>> slots_ ABSL_GUARDED_BY(mutex_);
+  std::map<uint64_t, std::optional<grpc::ByteBuffer>> slots_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_index_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t write_index_ ABSL_GUARDED_BY(mutex_) = 0;
   bool read_in_flight_ ABSL_GUARDED_BY(mutex_) = false;

@@ -1,7 +1,7 @@
 // The gRPC side of one unary call: a callback-API reactor that the pipeline answers through a
 // Responder, from any thread. It carries the call's deadline and a cancellation flag (set by
-// OnCancel) into the pipeline, adds a retry hint to RESOURCE_EXHAUSTED answers, and deletes itself
-// when gRPC is done with the call.
+// OnCancel) into the pipeline, adds a retry hint to RESOURCE_EXHAUSTED answers that a retry can
+// cure, and deletes itself when gRPC is done with the call.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -14,6 +14,7 @@
 #include "server/service/call_admission.h"
 #include "server/service/call_context.h"
 #include "server/service/grpc_status.h"
+#include "server/service/wire_message.h"
 
 namespace dflash::serving {
 
@@ -35,14 +36,23 @@ inline CallContext MakeCallContext(const grpc::CallbackServerContext& context,
   return call;
 }
 
-template <typename Response>
+// One unary call on raw bytes: the request is parsed into the call's own message (which outlives
+// the pipeline's use of it) and the answer is serialized here.
+template <typename Request, typename Response>
 class UnaryCall final : public grpc::ServerUnaryReactor {
  public:
   // `admission` (may be null) is released when the call is answered.
-  UnaryCall(grpc::CallbackServerContext* context, Response* response, CallAdmission* admission)
-      : context_(context), response_(response), admission_(admission) {}
+  UnaryCall(grpc::CallbackServerContext* context, grpc::ByteBuffer* response_bytes,
+            CallAdmission* admission)
+      : context_(context), response_bytes_(response_bytes), admission_(admission) {}
 
   CallContext Context() const { return MakeCallContext(*context_, cancelled_); }
+
+  // Parses the call's request from `bytes`; INVALID_ARGUMENT with the reason when it does not.
+  absl::Status ParseRequest(const grpc::ByteBuffer& bytes) {
+    return ParseWireMessage(bytes, request_);
+  }
+  const Request& request() const { return request_; }
 
   // The Responder that finishes this call; call it exactly once.
   Responder<Response> MakeResponder() {
@@ -50,13 +60,13 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
   }
 
   void Answer(absl::StatusOr<Response> result) {
-    if (result.ok()) {
-      *response_ = std::move(*result);
-    } else if (result.status().code() == absl::StatusCode::kResourceExhausted) {
+    absl::Status status = result.status();
+    if (result.ok()) status = SerializeWireMessage(*result, *response_bytes_);
+    if (status.code() == absl::StatusCode::kResourceExhausted && IsRetryable(status)) {
       context_->AddTrailingMetadata(kRetryPushbackKey, kRetryPushbackMillis);
     }
     if (admission_ != nullptr) admission_->Release();
-    Finish(ToGrpcStatus(result.status()));
+    Finish(ToGrpcStatus(status));
   }
 
   // Answers without having been admitted (refused before admission).
@@ -70,8 +80,9 @@ class UnaryCall final : public grpc::ServerUnaryReactor {
 
  private:
   grpc::CallbackServerContext* const context_;
-  Response* const response_;
+  grpc::ByteBuffer* const response_bytes_;
   CallAdmission* admission_;
+  Request request_;
   const std::shared_ptr<CancellationFlag> cancelled_ = std::make_shared<CancellationFlag>(false);
 };
 

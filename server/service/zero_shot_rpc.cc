@@ -76,28 +76,38 @@ void InferencePipeline::ZeroShot(const v1::ZeroShotRequest& request, CallContext
         "texts x candidate_labels: ", texts * labels, " pairs, more than the server's limit of ",
         limits.max_sequences, " sequences per request; split the request"));
   }
-  for (size_t l = 0; valid.ok() && l < labels; ++l) {
-    const std::string field = absl::StrCat("candidate_labels[", l, "]");
-    if (request.candidate_labels(static_cast<int>(l)).empty()) {
-      valid = absl::InvalidArgumentError(absl::StrCat(field, ": must not be empty"));
-    } else {
-      valid = CheckText(*model, request.candidate_labels(static_cast<int>(l)), field);
-    }
+  if (valid.ok() && !request.hypothesis_template().empty()) {
+    valid = CheckText(*model, request.hypothesis_template(), "hypothesis_template");
   }
   absl::StatusOr<std::string> hypothesis_template =
-      HypothesisTemplate(request.hypothesis_template());
+      valid.ok() ? HypothesisTemplate(request.hypothesis_template()) : std::string();
   if (valid.ok()) valid = hypothesis_template.status();
+  if (valid.ok()) {
+    // Every text's result names every label again: refuse an answer that could not be sent
+    // before computing it.
+    size_t label_bytes = 0;
+    for (const std::string& label : request.candidate_labels()) {
+      label_bytes += label.size() + kResultEntryBytes;
+    }
+    valid = CheckResponseBudget(texts * label_bytes, "texts x candidate_labels");
+  }
+  absl::StatusOr<RequestTruncation> resolved_truncation = ResolveTruncation(
+      *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
+      request.truncation_direction(), request.truncation_strategy(),
+      TruncationStrategy::kOnlyFirst);
+  absl::StatusOr<Priority> resolved_priority = ResolvePriority(*model, request.priority());
+  if (valid.ok()) valid = resolved_truncation.status();
+  if (valid.ok()) valid = resolved_priority.status();
   if (!valid.ok()) {
     respond(std::move(valid));
     return;
   }
-  const RequestTruncation truncation = ResolveTruncation(
-      *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
-      request.truncation_direction(), request.truncation_strategy(),
-      TruncationStrategy::kOnlyFirst);
+  const RequestTruncation truncation = *resolved_truncation;
+  const Priority priority = *resolved_priority;
 
-  // Each text and each hypothesis is tokenized once (hypotheses here: they are short; texts in
-  // parallel on the pool); the texts x labels pairs are then assembled from those tokens.
+  // Each text and each hypothesis is tokenized once, on the pool (never on the transport's
+  // thread: a request may carry megabytes of text); the texts x labels pairs are then assembled
+  // from those tokens.
   struct Tokenized {
     std::vector<TextTokens> texts;
     std::vector<TextTokens> hypotheses;
@@ -105,32 +115,41 @@ void InferencePipeline::ZeroShot(const v1::ZeroShotRequest& request, CallContext
   auto tokenized = std::make_shared<Tokenized>();
   tokenized->texts.resize(texts);
   tokenized->hypotheses.resize(labels);
-  const DebertaTokenizer& tokenizer = model->tokenizer();
-  for (size_t l = 0; l < labels; ++l) {
-    absl::StatusOr<TextTokens> hypothesis = tokenizer.EncodeText(absl::StrReplaceAll(
-        *hypothesis_template, {{"{}", request.candidate_labels(static_cast<int>(l))}}));
-    if (!hypothesis.ok()) {
-      respond(WithField(hypothesis.status(), absl::StrCat("candidate_labels[", l, "]")));
-      return;
-    }
-    tokenized->hypotheses[l] = std::move(*hypothesis);
-  }
   const int entailment = *caps.entailment_id;
   const int contradiction = *caps.contradiction_id;
   auto respond_once = std::make_shared<Responder<v1::ZeroShotResponse>>(std::move(respond));
-  pool_.Post([this, &request, call, model, truncation, tokenized, texts, labels, entailment,
-              contradiction, respond_once]() {
+  pool_.Post([this, &request, call, model, truncation, priority, tokenized, texts, labels,
+              entailment, contradiction, respond_once,
+              hypothesis_template =
+                  std::make_shared<const std::string>(std::move(*hypothesis_template))]() {
+    // Tasks [0, texts) tokenize the texts, [texts, texts + labels) the hypotheses.
     ParallelFor(
-        pool_, static_cast<int>(texts), 8,
-        [&request, model, tokenized](int t) -> absl::Status {
-          const std::string field = absl::StrCat("texts[", t, "]");
-          DFLASH_RETURN_IF_ERROR(CheckText(*model, request.texts(t), field));
-          absl::StatusOr<TextTokens> text = model->tokenizer().EncodeText(request.texts(t));
-          if (!text.ok()) return WithField(text.status(), field);
-          tokenized->texts[static_cast<size_t>(t)] = std::move(*text);
+        pool_, static_cast<int>(texts + labels), 8,
+        [&request, model, tokenized, texts, hypothesis_template](int task) -> absl::Status {
+          const size_t index = static_cast<size_t>(task);
+          if (index < texts) {
+            const std::string field = absl::StrCat("texts[", task, "]");
+            DFLASH_RETURN_IF_ERROR(CheckText(*model, request.texts(task), field));
+            absl::StatusOr<TextTokens> text = model->tokenizer().EncodeText(request.texts(task));
+            if (!text.ok()) return WithField(text.status(), field);
+            tokenized->texts[index] = std::move(*text);
+            return absl::OkStatus();
+          }
+          const int l = static_cast<int>(index - texts);
+          const std::string field = absl::StrCat("candidate_labels[", l, "]");
+          const std::string& label = request.candidate_labels(l);
+          if (label.empty()) return absl::InvalidArgumentError(field + ": must not be empty");
+          DFLASH_RETURN_IF_ERROR(CheckText(*model, label, field));
+          // The hypothesis is the template with the label in it: a size error names both.
+          absl::StatusOr<TextTokens> hypothesis = model->tokenizer().EncodeText(
+              absl::StrReplaceAll(*hypothesis_template, {{"{}", label}}));
+          if (!hypothesis.ok()) {
+            return WithField(hypothesis.status(), absl::StrCat("hypothesis_template with ", field));
+          }
+          tokenized->hypotheses[static_cast<size_t>(l)] = std::move(*hypothesis);
           return absl::OkStatus();
         },
-        [this, &request, call, model, truncation, tokenized, texts, labels, entailment,
+        [this, &request, call, model, truncation, priority, tokenized, texts, labels, entailment,
          contradiction, respond_once](absl::Status status) {
           if (!status.ok()) {
             (*respond_once)(std::move(status));
@@ -153,8 +172,8 @@ void InferencePipeline::ZeroShot(const v1::ZeroShotRequest& request, CallContext
             return Sequence{ToSequenceInput(std::move(*encoding)), truncated};
           };
           RunSequences(
-              model, call, ResolvePriority(*model, request.priority()), kSequenceLogits,
-              static_cast<int>(texts * labels), std::move(assemble),
+              model, call, priority, kSequenceLogits, static_cast<int>(texts * labels),
+              std::move(assemble),
               [this, &request, call, texts, labels, entailment, contradiction,
                respond_once](absl::StatusOr<ModelRun> run) {
                 if (!run.ok()) {
