@@ -20,19 +20,15 @@ void InferencePipeline::Classify(const v1::ClassifyRequest& request, CallContext
   }
   absl::StatusOr<ScoreFunction> score_function =
       ResolveScoreFunction(*model, request.score_function());
-  absl::StatusOr<RequestTruncation> resolved_truncation = ResolveTruncation(
-      *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
-      request.truncation_direction(), request.truncation_strategy(),
-      TruncationStrategy::kLongestFirst);
-  absl::StatusOr<Priority> priority = ResolvePriority(*model, request.priority());
-  for (const absl::Status& valid :
-       {score_function.status(), resolved_truncation.status(), priority.status()}) {
+  absl::StatusOr<RequestSettings> settings =
+      ResolveSettings(*model, request, TruncationStrategy::kLongestFirst);
+  for (const absl::Status& valid : {score_function.status(), settings.status()}) {
     if (!valid.ok()) {
       respond(valid);
       return;
     }
   }
-  const RequestTruncation truncation = *resolved_truncation;
+  const RequestTruncation truncation = settings->truncation;
 
   Encoder encode = [&request, model, truncation](int i) -> absl::StatusOr<Sequence> {
     const std::string field = absl::StrCat("inputs[", i, "]");
@@ -42,31 +38,31 @@ void InferencePipeline::Classify(const v1::ClassifyRequest& request, CallContext
     const bool truncated = encoding.truncated;
     return Sequence{ToSequenceInput(std::move(encoding)), truncated};
   };
-  RunSequences(model, call, *priority, kSequenceLogits, request.inputs_size(), std::move(encode),
-               [this, &request, call, function = *score_function,
-                respond = std::move(respond)](absl::StatusOr<ModelRun> run) mutable {
-                 if (!run.ok()) {
-                   respond(run.status());
-                   return;
-                 }
-                 const ModelConfig& config = run->model->config();
-                 v1::ClassifyResponse response;
-                 for (size_t i = 0; i < run->result.outputs.size(); ++i) {
-                   const std::vector<float> scores =
-                       ScoreLogits(run->result.outputs[i].logits, function);
-                   v1::Classification* result = response.add_results();
-                   for (int label : RankByScore(scores, request.top_k())) {
-                     v1::LabelScore* score = result->add_scores();
-                     score->set_id(label);
-                     score->set_label(config.id2label[static_cast<size_t>(label)]);
-                     score->set_score(scores[static_cast<size_t>(label)]);
-                   }
-                   result->set_tokens(static_cast<uint32_t>(run->lengths[i]));
-                   result->set_truncated(run->sequences[i].truncated);
-                 }
-                 FillMetadata(*run, call, request.request_id(), response.mutable_metadata());
-                 respond(std::move(response));
-               });
+  RunSequences(
+      model, call, settings->priority, kSequenceLogits, request.inputs_size(), std::move(encode),
+      [this, &request, call, function = *score_function,
+       respond = std::move(respond)](absl::StatusOr<ModelRun> run) mutable {
+        if (!run.ok()) {
+          respond(run.status());
+          return;
+        }
+        const ModelConfig& config = run->model->config();
+        v1::ClassifyResponse response;
+        for (size_t i = 0; i < run->result.outputs.size(); ++i) {
+          const std::vector<float> scores = ScoreLogits(run->result.outputs[i].logits, function);
+          v1::Classification* result = response.add_results();
+          for (int label : RankByScore(scores, request.top_k())) {
+            v1::LabelScore* score = result->add_scores();
+            score->set_id(label);
+            score->set_label(config.id2label[static_cast<size_t>(label)]);
+            score->set_score(scores[static_cast<size_t>(label)]);
+          }
+          result->set_tokens(static_cast<uint32_t>(run->lengths[i]));
+          result->set_truncated(run->sequences[i].truncated);
+        }
+        FillMetadata(*run, call, request.request_id(), response.mutable_metadata());
+        respond(std::move(response));
+      });
 }
 
 }  // namespace dflash::serving

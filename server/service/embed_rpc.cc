@@ -52,18 +52,14 @@ void InferencePipeline::Embed(const v1::EmbedRequest& request, CallContext call,
     valid = absl::InvalidArgumentError(
         absl::StrCat("encoding: unknown value ", static_cast<int>(request.encoding())));
   }
-  absl::StatusOr<RequestTruncation> resolved_truncation = ResolveTruncation(
-      *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
-      request.truncation_direction(), v1::TRUNCATION_STRATEGY_UNSPECIFIED,
-      TruncationStrategy::kLongestFirst);
-  absl::StatusOr<Priority> priority = ResolvePriority(*model, request.priority());
-  if (valid.ok()) valid = resolved_truncation.status();
-  if (valid.ok()) valid = priority.status();
+  absl::StatusOr<RequestSettings> settings =
+      ResolveSettings(*model, request, TruncationStrategy::kLongestFirst);
+  if (valid.ok()) valid = settings.status();
   if (!valid.ok()) {
     respond(std::move(valid));
     return;
   }
-  const RequestTruncation truncation = *resolved_truncation;
+  const RequestTruncation truncation = settings->truncation;
   Encoder encode = [&request, model, truncation](int i) -> absl::StatusOr<Sequence> {
     const std::string field = absl::StrCat("inputs[", i, "]");
     DFLASH_RETURN_IF_ERROR(CheckText(*model, request.inputs(i), field));
@@ -75,7 +71,8 @@ void InferencePipeline::Embed(const v1::EmbedRequest& request, CallContext call,
     return Sequence{ToSequenceInput(std::move(*encoding)), truncated};
   };
   const size_t dimensions = request.dimensions() > 0 ? request.dimensions() : hidden;
-  RunSequences(model, call, *priority, kEmbeddings, request.inputs_size(), std::move(encode),
+  RunSequences(model, call, settings->priority, kEmbeddings, request.inputs_size(),
+               std::move(encode),
                [this, &request, call, dimensions,
                 respond = std::move(respond)](absl::StatusOr<ModelRun> run) mutable {
                  if (!run.ok()) {

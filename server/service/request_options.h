@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "dflash/v1/dflash.pb.h"
+#include "engine/common/status_macros.h"
 #include "server/scoring/label_scores.h"
 #include "server/service/served_model.h"
 #include "server/tokenizer/truncation.h"
@@ -31,6 +32,33 @@ absl::StatusOr<RequestTruncation> ResolveTruncation(const ServedModel& model,
                                                     v1::TruncationDirection direction,
                                                     v1::TruncationStrategy strategy,
                                                     TruncationStrategy rpc_default);
+
+// What a request asks for beyond its inputs, resolved against the model.
+struct RequestSettings {
+  RequestTruncation truncation;
+  Priority priority = Priority::kNormal;
+};
+
+// The truncation and priority of any request message (those without a strategy or a priority
+// field get the defaults); INVALID_ARGUMENT as ResolveTruncation and ResolvePriority.
+template <typename Request>
+absl::StatusOr<RequestSettings> ResolveSettings(const ServedModel& model, const Request& request,
+                                                TruncationStrategy rpc_default) {
+  v1::TruncationStrategy strategy = v1::TRUNCATION_STRATEGY_UNSPECIFIED;
+  if constexpr (requires { request.truncation_strategy(); }) {
+    strategy = request.truncation_strategy();
+  }
+  RequestSettings settings;
+  DFLASH_ASSIGN_OR_RETURN(
+      settings.truncation,
+      ResolveTruncation(model,
+                        request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
+                        request.truncation_direction(), strategy, rpc_default));
+  if constexpr (requires { request.priority(); }) {
+    DFLASH_ASSIGN_OR_RETURN(settings.priority, ResolvePriority(model, request.priority()));
+  }
+  return settings;
+}
 
 // INVALID_ARGUMENT naming `field` when truncation is off and the encoding is too long.
 absl::Status CheckLength(const RequestTruncation& truncation, size_t tokens,

@@ -27,19 +27,15 @@ void InferencePipeline::Rerank(const v1::RerankRequest& request, CallContext cal
     }
     valid = CheckResponseBudget(bytes, "documents with return_documents");
   }
-  absl::StatusOr<RequestTruncation> resolved_truncation = ResolveTruncation(
-      *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
-      request.truncation_direction(), request.truncation_strategy(),
-      TruncationStrategy::kOnlySecond);
-  absl::StatusOr<Priority> resolved_priority = ResolvePriority(*model, request.priority());
-  if (valid.ok()) valid = resolved_truncation.status();
-  if (valid.ok()) valid = resolved_priority.status();
+  absl::StatusOr<RequestSettings> settings =
+      ResolveSettings(*model, request, TruncationStrategy::kOnlySecond);
+  if (valid.ok()) valid = settings.status();
   if (!valid.ok()) {
     respond(std::move(valid));
     return;
   }
-  const RequestTruncation truncation = *resolved_truncation;
-  const Priority priority = *resolved_priority;
+  const RequestTruncation truncation = settings->truncation;
+  const Priority priority = settings->priority;
   auto respond_once = std::make_shared<Responder<v1::RerankResponse>>(std::move(respond));
   pool_.Post([this, &request, call, model, truncation, priority, function = *score_function,
               respond_once]() {

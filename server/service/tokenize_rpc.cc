@@ -33,15 +33,13 @@ void InferencePipeline::Tokenize(const v1::TokenizeRequest& request, CallContext
     return;
   }
   // truncate = false reports over-long inputs in full instead of failing: nothing runs.
-  absl::StatusOr<RequestTruncation> resolved_truncation = ResolveTruncation(
-      *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
-      request.truncation_direction(), request.truncation_strategy(),
-      TruncationStrategy::kLongestFirst);
-  if (!resolved_truncation.ok()) {
-    respond(resolved_truncation.status());
+  absl::StatusOr<RequestSettings> settings =
+      ResolveSettings(*model, request, TruncationStrategy::kLongestFirst);
+  if (!settings.ok()) {
+    respond(settings.status());
     return;
   }
-  RequestTruncation truncation = *resolved_truncation;
+  RequestTruncation truncation = settings->truncation;
   truncation.reject_over_length = false;
   const bool add_special_tokens = !request.has_add_special_tokens() || request.add_special_tokens();
   // Each input's part of the answer is built where it is tokenized, and the parts' sizes are

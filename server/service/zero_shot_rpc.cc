@@ -91,19 +91,15 @@ void InferencePipeline::ZeroShot(const v1::ZeroShotRequest& request, CallContext
     }
     valid = CheckResponseBudget(texts * label_bytes, "texts x candidate_labels");
   }
-  absl::StatusOr<RequestTruncation> resolved_truncation = ResolveTruncation(
-      *model, request.has_truncate() ? std::optional(request.truncate()) : std::nullopt,
-      request.truncation_direction(), request.truncation_strategy(),
-      TruncationStrategy::kOnlyFirst);
-  absl::StatusOr<Priority> resolved_priority = ResolvePriority(*model, request.priority());
-  if (valid.ok()) valid = resolved_truncation.status();
-  if (valid.ok()) valid = resolved_priority.status();
+  absl::StatusOr<RequestSettings> settings =
+      ResolveSettings(*model, request, TruncationStrategy::kOnlyFirst);
+  if (valid.ok()) valid = settings.status();
   if (!valid.ok()) {
     respond(std::move(valid));
     return;
   }
-  const RequestTruncation truncation = *resolved_truncation;
-  const Priority priority = *resolved_priority;
+  const RequestTruncation truncation = settings->truncation;
+  const Priority priority = settings->priority;
 
   // Each text and each hypothesis is tokenized once, on the pool (never on the transport's
   // thread: a request may carry megabytes of text); the texts x labels pairs are then assembled

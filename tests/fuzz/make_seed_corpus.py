@@ -138,6 +138,53 @@ def config_seeds():
     write(t, "invalid_duplicate_key.json", '{"model_type": "deberta-v2", "a": {"b": 1, "b": 2}}')
 
 
+def varint(value):
+    value &= (1 << 64) - 1
+    out = b""
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out += bytes([byte | 0x80])
+        else:
+            return out + bytes([byte])
+
+
+def field(number, value):
+    """One protobuf field: int -> varint, str/bytes -> length-delimited."""
+    if isinstance(value, int):
+        return varint(number << 3) + varint(value)
+    raw = value.encode() if isinstance(value, str) else value
+    return varint((number << 3) | 2) + varint(len(raw)) + raw
+
+
+def request_seeds():
+    """request_message_fuzz: one selector byte (0 Classify, 1 ZeroShot, 2 Rerank, 3 Embed,
+    4 Tokenize) and a dflash.v1 request message (field numbers of proto/dflash/v1/dflash.proto)."""
+    t = "request_message_fuzz"
+    text_input = field(1, "A man is playing a guitar.") + field(2, "Someone plays music.")
+    write(t, "classify_pair.bin", b"\x00" + field(1, "demo") + field(10, text_input)
+          + field(11, 1) + field(12, 2))
+    write(t, "classify_options.bin", b"\x00" + field(1, "demo") + field(3, 3) + field(4, 0)
+          + field(5, 2) + field(6, 3) + field(10, field(1, "x " * 200)))
+    write(t, "classify_bad_enum.bin", b"\x00" + field(1, "demo") + field(3, 9)
+          + field(10, field(1, "text")))
+    write(t, "classify_invalid_utf8.bin", b"\x00" + field(10, field(1, b"bad \xc3\x28 text")))
+    write(t, "zero_shot.bin", b"\x01" + field(1, "demo") + field(10, "The match ended 2-1.")
+          + field(11, "sports") + field(11, "politics") + field(12, "It is about {}.")
+          + field(13, 1))
+    write(t, "zero_shot_template.bin", b"\x01" + field(10, "text") + field(11, "label")
+          + field(12, "{} {}"))
+    write(t, "rerank.bin", b"\x02" + field(1, "demo") + field(10, "query")
+          + field(11, "document one") + field(11, "document two") + field(13, 1))
+    write(t, "embed.bin", b"\x03" + field(1, "demo") + field(10, "a sentence") + field(12, 8))
+    write(t, "tokenize.bin", b"\x04" + field(1, "demo") + field(4, 0)
+          + field(10, field(1, "Hello world " * 50) + field(2, "pair")) + field(11, 0))
+    write(t, "huge_length_prefix.bin", b"\x00\x0a\xff\xff\xff\xff\x0fabc")
+    write(t, "unknown_fields.bin", b"\x04" + field(99, "ignored") + field(10, field(1, "t")))
+
+
 if __name__ == "__main__":
     safetensors_seeds()
     config_seeds()
+    request_seeds()
