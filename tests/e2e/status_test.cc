@@ -32,6 +32,8 @@ constexpr int kMaxInputs = 8;
 constexpr int kMaxCandidateLabels = 4;
 constexpr int kMaxSequences = 12;
 constexpr int kMaxQueuedRequests = 2;
+// Between kMaxInputs and kMaxSequences inputs of kMaxInputLength tokens.
+constexpr int kMaxRequestTokens = 600;
 // Small batches: nothing here needs more, and each server start runs one warm-up batch.
 constexpr int kMaxBatchTokens = 128;
 
@@ -70,6 +72,7 @@ class StatusTest : public ::testing::Test {
     demo.limits.max_candidate_labels = kMaxCandidateLabels;
     demo.limits.max_sequences = kMaxSequences;
     demo.limits.max_text_bytes = kMaxTextBytes;
+    demo.limits.max_request_tokens = kMaxRequestTokens;
     demo.batching.max_queued_requests = kMaxQueuedRequests;
     absl::StatusOr<std::unique_ptr<TestServer>> server =
         TestServer::Start(TestServerConfig({demo, TestModelEntry("embed", models_->embed),
@@ -350,6 +353,25 @@ TEST_F(StatusTest, InvalidArgumentForTextOverMaxTextBytes) {
   classify.mutable_inputs(1)->set_text_pair(at_limit);
   v1::ClassifyResponse response;
   EXPECT_TRUE(stub().Classify(NewContext().get(), classify, &response).ok());
+}
+
+TEST_F(StatusTest, InvalidArgumentForTooManyTokensAfterTokenization) {
+  // 3 texts x 4 labels = 12 pairs of kMaxInputLength tokens: within every count limit, but 768
+  // tokens.
+  v1::ZeroShotRequest request = ZeroShotOf(3, kMaxCandidateLabels);
+  for (int t = 0; t < 3; ++t) request.set_texts(t, kLongText);
+  const int batches = control().batches();
+  EXPECT_FAILURE(ZeroShot(request), INVALID_ARGUMENT,
+                 absl::StrCat("request: 768 tokens after tokenization, more than the server's "
+                              "limit of ",
+                              kMaxRequestTokens));
+  EXPECT_FAILURE(ZeroShot(request), INVALID_ARGUMENT, "max_request_tokens");
+  EXPECT_FAILURE(ZeroShot(request), INVALID_ARGUMENT, "split the request");
+  EXPECT_EQ(control().batches(), batches) << "a refused request reached the engine";
+  // Two of the texts (512 tokens) are within the limit.
+  request.mutable_texts()->RemoveLast();
+  v1::ZeroShotResponse response;
+  EXPECT_TRUE(stub().ZeroShot(NewContext().get(), request, &response).ok());
 }
 
 // ---------------------------------------------------------------------------------------------
