@@ -1,6 +1,7 @@
 #include "server/batching/batch_scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,10 @@
 
 namespace dflash::serving {
 namespace {
+
+// The weight of the newest batch in the throughput estimate: about the last ten batches count, so
+// the estimate follows a change of load within a few batches without jumping at one outlier.
+constexpr double kThroughputSmoothing = 0.2;
 
 absl::Status ValidateOptions(const std::vector<std::unique_ptr<Engine>>& engines,
                              const BatchSchedulerOptions& options) {
@@ -44,6 +49,10 @@ absl::Status ValidateOptions(const std::vector<std::unique_ptr<Engine>>& engines
   if (options.max_queued_requests < 0 || options.max_queued_sequences < 0 ||
       options.max_queued_tokens < 0) {
     return absl::InvalidArgumentError("admission limits must not be negative (0: no limit)");
+  }
+  if (!std::isfinite(options.initial_seconds_per_token) || options.initial_seconds_per_token < 0) {
+    return absl::InvalidArgumentError(
+        "initial_seconds_per_token must be finite and not negative (0: no estimate)");
   }
   return absl::OkStatus();
 }
@@ -77,6 +86,11 @@ class BatchScheduler::Impl {
       workers_.back()->engine = std::move(engine);
     }
     healthy_workers_ = static_cast<int>(workers_.size());
+    if (options_.initial_seconds_per_token > 0) {
+      // As if one full batch had run at that speed, so that real batches refine it at once.
+      throughput_tokens_ = options_.max_batch_tokens;
+      throughput_seconds_ = options_.initial_seconds_per_token * options_.max_batch_tokens;
+    }
   }
 
   void Start() {
@@ -90,6 +104,7 @@ class BatchScheduler::Impl {
   void Shutdown();
   QueueStats Stats() const;
   int CancelledQueuedRequests() const;
+  double SecondsPerToken() const;
 
   const BatchSchedulerOptions& options() const { return options_; }
   const Engine& engine(int index) const { return *workers_.at(index)->engine; }
@@ -114,10 +129,16 @@ class BatchScheduler::Impl {
   // After an engine reported itself unhealthy: true when the worker may stop (another engine
   // serves the queue); false for the last one, which stays to fail what is queued.
   bool RetireWorker(Worker& worker, const absl::Status& health);
-  // Bookkeeping after a batch ended; returns the requests that may now be answered.
+  // Bookkeeping after a batch of `tokens` tokens ended; returns the requests that may now be
+  // answered.
   std::vector<std::shared_ptr<PendingRequest>> FinishParts(const std::vector<BatchPart>& parts,
-                                                           const absl::Status& status,
+                                                           int tokens, const absl::Status& status,
                                                            absl::Time start, absl::Time end);
+  // The throughput estimate; 0 while there is none.
+  double SecondsPerTokenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // RESOURCE_EXHAUSTED when `pending`, queued now, would by the estimate end after its deadline.
+  absl::Status CheckDeadline(const PendingRequest& pending) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Calls `done`; the request must be finished and out of the queue. No lock may be held.
   void Answer(PendingRequest& pending);
   void ReportQueueDepth();
@@ -133,6 +154,14 @@ class BatchScheduler::Impl {
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   int healthy_workers_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Status no_engine_ ABSL_GUARDED_BY(mutex_);  // Set when every engine failed.
+  // The throughput estimate is the ratio of these exponentially weighted averages of the batches'
+  // engine time and tokens, rather than an average of each batch's seconds per token: a batch then
+  // weighs by its tokens, and small batches, whose fixed costs per batch make their tokens look
+  // expensive, cannot talk the estimate of a full queue up. Successful batches only (a failure may
+  // return early); the warm-up batch does not count (its one-off costs would make the estimate
+  // refuse requests the engines can serve).
+  double throughput_seconds_ ABSL_GUARDED_BY(mutex_) = 0;
+  double throughput_tokens_ ABSL_GUARDED_BY(mutex_) = 0;
 
   // Serializes OnQueueDepth so that the last report is the current depth. Taken before mutex_,
   // never while holding it.
@@ -195,6 +224,7 @@ absl::Status BatchScheduler::Impl::Submit(InferenceRequest request) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return absl::UnavailableError("batch scheduler is shutting down");
     DFLASH_RETURN_IF_ERROR(no_engine_);
+    DFLASH_RETURN_IF_ERROR(CheckDeadline(*pending));
     if (options_.max_queued_requests > 0 && queue_.requests() >= options_.max_queued_requests) {
       return absl::ResourceExhaustedError(
           absl::StrCat("queue full: ", queue_.requests(), " requests waiting (limit ",
@@ -243,6 +273,38 @@ int BatchScheduler::Impl::CancelledQueuedRequests() const {
   return queue_.CancelledRequests();
 }
 
+double BatchScheduler::Impl::SecondsPerToken() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return SecondsPerTokenLocked();
+}
+
+double BatchScheduler::Impl::SecondsPerTokenLocked() const {
+  return throughput_tokens_ > 0 ? throughput_seconds_ / throughput_tokens_ : 0;
+}
+
+absl::Status BatchScheduler::Impl::CheckDeadline(const PendingRequest& pending) const {
+  const double seconds_per_token = SecondsPerTokenLocked();
+  const absl::Time deadline = pending.request.deadline;
+  const absl::Time now = absl::Now();
+  // A deadline already passed is left to the queue, which answers it DEADLINE_EXCEEDED.
+  if (seconds_per_token <= 0 || deadline == absl::InfiniteFuture() || deadline <= now) {
+    return absl::OkStatus();
+  }
+  // The engines share the queue, so it drains at their combined speed.
+  const int64_t ahead = queue_.TokensAtOrAbove(pending.request.priority);
+  const absl::Duration wait =
+      absl::Seconds(seconds_per_token * static_cast<double>(ahead + pending.tokens) /
+                    std::max(healthy_workers_, 1));
+  if (now + wait <= deadline) return absl::OkStatus();
+  return absl::ResourceExhaustedError(
+      absl::StrCat("server overloaded: expected wait ",
+                   absl::FormatDuration(absl::Trunc(wait, absl::Milliseconds(1))), " (", ahead,
+                   " tokens queued ahead, ", pending.tokens,
+                   " of this request) is longer than the time to the deadline (",
+                   absl::FormatDuration(absl::Trunc(deadline - now, absl::Milliseconds(1))),
+                   "); retry later or on another replica"));
+}
+
 void BatchScheduler::Impl::WorkerLoop(Worker& worker) {
   while (std::optional<TakenBatch> taken = WaitAndTakeBatch()) {
     for (std::shared_ptr<PendingRequest>& pending : taken->dropped) Answer(*pending);
@@ -288,7 +350,7 @@ std::optional<TakenBatch> BatchScheduler::Impl::WaitAndTakeBatch() {
     if (absl::Now() >= due) break;
     work_available_.wait_until(lock, absl::ToChronoTime(due));
   }
-  TakenBatch taken = queue_.TakeBatch(absl::Now());
+  TakenBatch taken = queue_.TakeBatch(absl::Now(), SecondsPerTokenLocked());
   // Another free worker may take what is left; Submit woke only one.
   if (!queue_.empty()) work_available_.notify_one();
   return taken;
@@ -320,17 +382,28 @@ void BatchScheduler::Impl::RunBatch(Worker& worker, std::vector<BatchPart> parts
   if (observer_ != nullptr) {
     observer_->OnBatch(batch.num_sequences(), batch.total_tokens(), end - start, status);
   }
-  std::vector<std::shared_ptr<PendingRequest>> finished = FinishParts(parts, status, start, end);
+  std::vector<std::shared_ptr<PendingRequest>> finished =
+      FinishParts(parts, batch.total_tokens(), status, start, end);
   if (!status.ok()) ReportQueueDepth();  // Failed requests' queued parts were removed.
   parts.clear();                         // Let finished requests be freed right after their answer.
   for (std::shared_ptr<PendingRequest>& pending : finished) Answer(*pending);
 }
 
 std::vector<std::shared_ptr<PendingRequest>> BatchScheduler::Impl::FinishParts(
-    const std::vector<BatchPart>& parts, const absl::Status& status, absl::Time start,
+    const std::vector<BatchPart>& parts, int tokens, const absl::Status& status, absl::Time start,
     absl::Time end) {
   std::vector<std::shared_ptr<PendingRequest>> finished;
   std::lock_guard<std::mutex> lock(mutex_);
+  if (status.ok() && tokens > 0) {
+    const double seconds = absl::ToDoubleSeconds(end - start);
+    if (throughput_tokens_ > 0) {
+      throughput_seconds_ += kThroughputSmoothing * (seconds - throughput_seconds_);
+      throughput_tokens_ += kThroughputSmoothing * (tokens - throughput_tokens_);
+    } else {
+      throughput_seconds_ = seconds;
+      throughput_tokens_ = tokens;
+    }
+  }
   for (const BatchPart& part : parts) {
     PendingRequest& pending = *part.request;
     --pending.parts_in_flight;
@@ -393,6 +466,8 @@ void BatchScheduler::Shutdown() { impl_->Shutdown(); }
 BatchScheduler::QueueStats BatchScheduler::Stats() const { return impl_->Stats(); }
 
 int BatchScheduler::CancelledQueuedRequests() const { return impl_->CancelledQueuedRequests(); }
+
+double BatchScheduler::SecondsPerToken() const { return impl_->SecondsPerToken(); }
 
 const BatchSchedulerOptions& BatchScheduler::options() const { return impl_->options(); }
 

@@ -7,13 +7,22 @@
 //   first-in first-out within a level.
 // - A batch holds at most max_batch_tokens tokens and max_batch_sequences sequences. A request is
 //   split at sequence boundaries when it does not fit: its first sequences go into this batch and
-//   the rest stay at the head of its level, so a request larger than the budget spans several
-//   batches and is answered once, when its last part is done.
+//   the rest goes to the back of its level, so a request larger than the budget spans several
+//   batches, taking turns with the requests queued behind it (one large request does not hold up
+//   its level until all of its parts are done), and is answered once, when its last part is done.
 // - max_queue_delay = 0 (continuous batching): a free worker takes everything queued at that moment
 //   up to the budget. max_queue_delay > 0: a free worker waits until the budget is full or the
 //   oldest queued request has waited max_queue_delay, whichever is first.
 // - A request whose deadline has passed or whose cancellation flag is set when it reaches the head
 //   of the queue is answered DEADLINE_EXCEEDED / CANCELLED and never computed.
+// - Deadlines against throughput: the scheduler estimates an engine's seconds per token from the
+//   batches it ran (an exponentially weighted average). Submit refuses (RESOURCE_EXHAUSTED) a
+//   request that by the estimate would end after its deadline (the tokens queued at its priority
+//   and above plus its own, spread over the healthy engines), and a request that reaches the head
+//   of the queue when even the batch being cut would end after its deadline is answered
+//   DEADLINE_EXCEEDED and never computed: under overload, engine time goes to requests whose
+//   callers still wait for the answer. Until a batch has run there is no estimate and neither
+//   check applies.
 // - An engine error fails every request with a part in that batch (INTERNAL, or the engine's
 //   code); the parts of those requests still queued are dropped; other requests are unaffected.
 //
@@ -83,7 +92,8 @@ class BatchObserver {
   // last report always matches the queue (the only observer call made with a lock held).
   virtual void OnQueueDepth(int requests, int64_t sequences, int64_t tokens) = 0;
   // A request answered without compute: DEADLINE_EXCEEDED or CANCELLED (also when a split
-  // request's rest is dropped after some of its parts were computed).
+  // request's rest is dropped after some of its parts were computed, and when it could no longer
+  // be answered before its deadline).
   virtual void OnDropped(absl::StatusCode code) = 0;
 };
 
@@ -95,14 +105,19 @@ struct BatchSchedulerOptions {
   int max_queued_requests = 1024;
   int64_t max_queued_sequences = 0;
   int64_t max_queued_tokens = 0;
+  // The throughput estimate (engine seconds per token of one engine) before any batch has run; 0:
+  // none, so the deadline checks start with the first batch. Batches then refine it. For tests,
+  // and for a deployment that knows its engine's speed.
+  double initial_seconds_per_token = 0;
   RunOptions run_options;  // Pooling mode; `outputs` is replaced per batch; normalize is false.
 };
 
 class BatchScheduler {
  public:
   // Starts one worker thread per engine. Engines must serve the same model; none may be null.
-  // INVALID_ARGUMENT for bad options (non-positive budgets, negative delay or admission limits, no
-  // engines, a null engine, engines whose label count or hidden size differ).
+  // INVALID_ARGUMENT for bad options (non-positive budgets, negative delay or admission limits, a
+  // negative or non-finite initial estimate, no engines, a null engine, engines whose label count
+  // or hidden size differ).
   static absl::StatusOr<std::unique_ptr<BatchScheduler>> Create(
       std::vector<std::unique_ptr<Engine>> engines, const BatchSchedulerOptions& options,
       std::shared_ptr<BatchObserver> observer = nullptr);
@@ -125,9 +140,10 @@ class BatchScheduler {
   // longer than an absolute-position model's max_position_embeddings, or a request that alone
   // exceeds an admission limit (it could never be queued); FAILED_PRECONDITION for sequence logits
   // from a model without a sequence-classification head; RESOURCE_EXHAUSTED when an admission limit
-  // would be exceeded (the message says which and suggests retrying with backoff); UNAVAILABLE
-  // after Shutdown began. Checking against the model here keeps one bad request from failing the
-  // batch it would share with others.
+  // would be exceeded (the message says which and suggests retrying with backoff) or when the
+  // request would by the throughput estimate end after its deadline (the message gives the expected
+  // wait and suggests retrying later or elsewhere); UNAVAILABLE after Shutdown began. Checking
+  // against the model here keeps one bad request from failing the batch it would share with others.
   absl::Status Submit(InferenceRequest request);
 
   // Stops accepting, lets the workers finish every queued request, joins them. Idempotent.
@@ -142,6 +158,9 @@ class BatchScheduler {
   // Queued requests that their callers have cancelled and the queue has not yet dropped (it drops
   // them when they reach its head). O(queued requests): for tests and diagnostics.
   int CancelledQueuedRequests() const;
+  // The throughput estimate: engine seconds per token of one engine, from the batches run so far
+  // (or BatchSchedulerOptions::initial_seconds_per_token); 0 while there is none.
+  double SecondsPerToken() const;
   const BatchSchedulerOptions& options() const;
   const Engine& engine(int index) const;
   int num_engines() const;

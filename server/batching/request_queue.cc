@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace dflash::serving {
 namespace {
 
@@ -28,25 +30,46 @@ absl::Status DropStatus(const PendingRequest& pending, absl::Time now) {
   return absl::OkStatus();
 }
 
+// DEADLINE_EXCEEDED when, by the estimate of `seconds_per_token` (0: none), a batch of
+// `batch_tokens` tokens started `now` ends after the request's deadline: computing it would only
+// produce an answer its caller no longer waits for, in the time of requests that can still be
+// served.
+absl::Status LateStatus(const PendingRequest& pending, absl::Time now, int batch_tokens,
+                        double seconds_per_token) {
+  const absl::Time deadline = pending.request.deadline;
+  if (seconds_per_token <= 0 || deadline == absl::InfiniteFuture()) return absl::OkStatus();
+  const absl::Duration batch_time = absl::Seconds(seconds_per_token * batch_tokens);
+  if (now + batch_time <= deadline) return absl::OkStatus();
+  return absl::DeadlineExceededError(
+      absl::StrCat("the request cannot be answered before its deadline (",
+                   absl::FormatDuration(absl::Trunc(deadline - now, absl::Milliseconds(1))),
+                   " left, its batch of ", batch_tokens, " tokens takes about ",
+                   absl::FormatDuration(absl::Trunc(batch_time, absl::Milliseconds(1))), ")"));
+}
+
 }  // namespace
 
 RequestQueue::RequestQueue(int max_batch_tokens, int max_batch_sequences)
     : max_batch_tokens_(max_batch_tokens), max_batch_sequences_(max_batch_sequences) {}
 
 void RequestQueue::Push(std::shared_ptr<PendingRequest> request) {
+  const int level = static_cast<int>(request->request.priority);
   ++requests_;
   sequences_ += request->num_sequences() - request->next_sequence;
   for (int s = request->next_sequence; s < request->num_sequences(); ++s) {
     tokens_ += SequenceTokens(*request, s);
+    level_tokens_[level] += SequenceTokens(*request, s);
   }
-  levels_[static_cast<int>(request->request.priority)].push_back(std::move(request));
+  levels_[level].push_back(std::move(request));
 }
 
 void RequestQueue::SubtractUntaken(const PendingRequest& request) {
+  const int level = static_cast<int>(request.request.priority);
   --requests_;
   sequences_ -= request.num_sequences() - request.next_sequence;
   for (int s = request.next_sequence; s < request.num_sequences(); ++s) {
     tokens_ -= SequenceTokens(request, s);
+    level_tokens_[level] -= SequenceTokens(request, s);
   }
 }
 
@@ -55,37 +78,52 @@ void RequestQueue::PopFront(Fifo& fifo) {
   fifo.pop_front();
 }
 
-TakenBatch RequestQueue::TakeBatch(absl::Time now) {
+TakenBatch RequestQueue::TakeBatch(absl::Time now, double seconds_per_token) {
   TakenBatch batch;
   for (int level = kPriorityLevels - 1; level >= 0; --level) {
     Fifo& fifo = levels_[level];
     while (!fifo.empty()) {
       std::shared_ptr<PendingRequest> head = fifo.front();
-      if (absl::Status drop = DropStatus(*head, now); !drop.ok()) {
+      // The sequences of it that fit in what is left of the budgets.
+      int fitting = 0;
+      int fitting_tokens = 0;
+      for (int s = head->next_sequence;
+           s < head->num_sequences() && batch.sequences + fitting < max_batch_sequences_ &&
+           batch.tokens + fitting_tokens + SequenceTokens(*head, s) <= max_batch_tokens_;
+           ++s) {
+        fitting_tokens += SequenceTokens(*head, s);
+        ++fitting;
+      }
+      absl::Status drop = DropStatus(*head, now);
+      if (drop.ok() && fitting > 0) {
+        drop = LateStatus(*head, now, batch.tokens + fitting_tokens, seconds_per_token);
+      }
+      if (!drop.ok()) {
         PopFront(fifo);
         head->status = std::move(drop);
         head->dropped = true;
         if (head->parts_in_flight == 0) batch.dropped.push_back(std::move(head));
         continue;
       }
-      BatchPart part{head, head->next_sequence, 0};
-      while (head->next_sequence < head->num_sequences() &&
-             batch.sequences < max_batch_sequences_ &&
-             batch.tokens + SequenceTokens(*head, head->next_sequence) <= max_batch_tokens_) {
-        const int length = SequenceTokens(*head, head->next_sequence);
-        batch.tokens += length;
-        tokens_ -= length;
-        ++batch.sequences;
-        --sequences_;
-        ++part.num_sequences;
-        ++head->next_sequence;
+      // Nothing of it fits: it keeps its place, first in the next batch.
+      if (fitting == 0) return batch;
+      BatchPart part{head, head->next_sequence, fitting};
+      batch.tokens += fitting_tokens;
+      batch.sequences += fitting;
+      tokens_ -= fitting_tokens;
+      level_tokens_[level] -= fitting_tokens;
+      sequences_ -= fitting;
+      head->next_sequence += fitting;
+      ++head->parts_in_flight;
+      batch.parts.push_back(std::move(part));
+      if (head->next_sequence < head->num_sequences()) {
+        // The rest of a request that did not fit waits behind the requests queued after it, so
+        // that they get into the next batch instead of waiting for all of its parts; the batch
+        // ends here, which also keeps a request to one part per batch.
+        fifo.pop_front();
+        fifo.push_back(std::move(head));
+        return batch;
       }
-      if (part.num_sequences > 0) {
-        ++head->parts_in_flight;
-        batch.parts.push_back(std::move(part));
-      }
-      // The rest of a request that did not fit stays at the head of its level for the next batch.
-      if (head->next_sequence < head->num_sequences()) return batch;
       PopFront(fifo);
     }
   }
@@ -94,7 +132,6 @@ TakenBatch RequestQueue::TakeBatch(absl::Time now) {
 
 void RequestQueue::Remove(const PendingRequest& request) {
   Fifo& fifo = levels_[static_cast<int>(request.request.priority)];
-  // A request with a part taken is at the head of its level, so this finds it at once.
   auto it = std::find_if(
       fifo.begin(), fifo.end(),
       [&](const std::shared_ptr<PendingRequest>& queued) { return queued.get() == &request; });
@@ -120,11 +157,19 @@ int RequestQueue::CancelledRequests() const {
 std::optional<absl::Time> RequestQueue::OldestSubmitTime() const {
   std::optional<absl::Time> oldest;
   for (const Fifo& fifo : levels_) {
-    if (fifo.empty()) continue;
-    const absl::Time head_time = fifo.front()->submit_time;
-    if (!oldest.has_value() || head_time < *oldest) oldest = head_time;
+    for (const std::shared_ptr<PendingRequest>& pending : fifo) {
+      if (!oldest.has_value() || pending->submit_time < *oldest) oldest = pending->submit_time;
+    }
   }
   return oldest;
+}
+
+int64_t RequestQueue::TokensAtOrAbove(Priority priority) const {
+  int64_t tokens = 0;
+  for (int level = static_cast<int>(priority); level < kPriorityLevels; ++level) {
+    tokens += level_tokens_[level];
+  }
+  return tokens;
 }
 
 }  // namespace dflash::serving

@@ -1,7 +1,8 @@
 // The scheduler's waiting room: one FIFO per priority level, the queued totals that admission and
 // the queue-delay policy read, and the rule that cuts the next batch out of it (highest level
-// first, FIFO within a level, requests split at sequence boundaries when they do not fit).
-// Not thread-safe: the scheduler calls it with its lock held.
+// first, FIFO within a level, requests split at sequence boundaries when they do not fit, the rest
+// of a split request queued again at the back of its level so that split requests take turns with
+// the requests behind them). Not thread-safe: the scheduler calls it with its lock held.
 #pragma once
 
 #include <array>
@@ -63,17 +64,27 @@ class RequestQueue {
   void Push(std::shared_ptr<PendingRequest> request);
 
   // Cuts the next batch. Requests met at the head whose deadline is at or before `now`, or whose
-  // cancellation flag is set, are removed instead (DEADLINE_EXCEEDED / CANCELLED in their status);
-  // those with parts still in flight are answered by whoever finishes the last part.
-  TakenBatch TakeBatch(absl::Time now);
+  // cancellation flag is set, are removed instead (DEADLINE_EXCEEDED / CANCELLED in their status),
+  // and so are those that would end after their deadline even in this batch: the batch up to and
+  // including their part, at `seconds_per_token` engine seconds per token, started `now` (0: no
+  // estimate, no such check). Those with parts still in flight are answered by whoever finishes
+  // the last part. A request of which only a part fits goes to the back of its level with its
+  // rest, and the batch ends there; one of which nothing fits keeps its place and ends the batch.
+  TakenBatch TakeBatch(absl::Time now, double seconds_per_token);
 
-  // Removes whatever is still queued of `request` (after one of its parts failed).
+  // Removes whatever is still queued of `request` (after one of its parts failed), wherever it is
+  // in its level. O(queued requests of its level).
   void Remove(const PendingRequest& request);
 
   // The queued totals reach a batch budget: waiting longer cannot make the next batch bigger.
   bool FillsBatch() const;
-  // Submit time of the longest-waiting queued request; nullopt when empty.
+  // Submit time of the longest-waiting queued request; nullopt when empty. O(queued requests): the
+  // rest of a split request may be anywhere in its level. The scheduler asks only while the queue
+  // does not fill a batch, i.e. while it holds fewer requests than a batch holds sequences.
   std::optional<absl::Time> OldestSubmitTime() const;
+  // Untaken tokens queued at `priority` and the levels above it: what is computed before a request
+  // of that priority submitted now.
+  int64_t TokensAtOrAbove(Priority priority) const;
 
   // Queued requests whose cancellation flag is set: they leave the queue, never computed, when
   // TakeBatch meets them. O(queued requests).
@@ -95,6 +106,7 @@ class RequestQueue {
   int requests_ = 0;
   int64_t sequences_ = 0;  // Untaken sequences only.
   int64_t tokens_ = 0;
+  std::array<int64_t, kPriorityLevels> level_tokens_{};  // tokens_ per level.
 };
 
 }  // namespace dflash::serving

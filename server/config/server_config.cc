@@ -43,7 +43,7 @@ constexpr absl::string_view kBatchingKeys[] = {"max_batch_tokens",     "max_batc
                                                "max_queue_delay",      "max_queued_requests",
                                                "max_queued_sequences", "max_queued_tokens"};
 constexpr absl::string_view kLimitsKeys[] = {"max_inputs", "max_candidate_labels", "max_sequences",
-                                             "max_text_bytes"};
+                                             "max_text_bytes", "max_request_tokens"};
 
 constexpr YamlSection kTopLevelSections[] = {{"server", kServerKeys}};
 constexpr YamlSection kServerSections[] = {
@@ -227,6 +227,8 @@ class ConfigReader {
                             limits.Int("max_candidate_labels", l.max_candidate_labels));
     DFLASH_ASSIGN_OR_RETURN(l.max_sequences, limits.Int("max_sequences", l.max_sequences));
     DFLASH_ASSIGN_OR_RETURN(l.max_text_bytes, limits.ByteSize("max_text_bytes", l.max_text_bytes));
+    DFLASH_ASSIGN_OR_RETURN(l.max_request_tokens,
+                            limits.Int64("max_request_tokens", l.max_request_tokens));
     return model;
   }
 

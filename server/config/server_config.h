@@ -64,6 +64,10 @@ struct RequestLimitsConfig {
   int max_candidate_labels = 64;
   int max_sequences = 4096;  // Model sequences one request expands to (inputs x labels).
   int max_text_bytes = 65536;
+  // Model tokens one request expands to after tokenization; 0: no limit. Bounds the engine time
+  // one request may take (ZeroShot's sequence limit alone allows 4096 x 512 tokens); the default
+  // admits 256 inputs of 512 tokens.
+  int64_t max_request_tokens = 262144;
 };
 
 enum class ModelTask { kAuto, kClassify, kZeroShot, kRerank, kEmbed };

@@ -72,7 +72,8 @@ std::string DescribeModel(const ModelEntry& model) {
                   Limit(b.max_queued_tokens, "tokens"), "\n");
   const RequestLimitsConfig& l = model.limits;
   absl::StrAppend(&text, "    per request: ", l.max_inputs, " inputs, ", l.max_candidate_labels,
-                  " candidate labels, ", l.max_sequences, " sequences, ", Bytes(l.max_text_bytes),
+                  " candidate labels, ", l.max_sequences, " sequences, ",
+                  Limit(l.max_request_tokens, "tokens"), ", ", Bytes(l.max_text_bytes),
                   " per text\n");
   return text;
 }

@@ -243,7 +243,10 @@ absl::Status CheckModel(const ModelEntry& model, const std::string& path,
                                       l.max_candidate_labels, 1));
   DFLASH_RETURN_IF_ERROR(
       CheckAtLeast(locations, ChildPath(limits, "max_sequences"), l.max_sequences, 1));
-  return CheckAtLeast(locations, ChildPath(limits, "max_text_bytes"), l.max_text_bytes, 1);
+  DFLASH_RETURN_IF_ERROR(
+      CheckAtLeast(locations, ChildPath(limits, "max_text_bytes"), l.max_text_bytes, 1));
+  return CheckAtLeast(locations, ChildPath(limits, "max_request_tokens"), l.max_request_tokens, 0,
+                      "no limit");
 }
 
 }  // namespace

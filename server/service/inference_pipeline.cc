@@ -174,10 +174,17 @@ void InferencePipeline::RunSequences(ServedModel* model, const CallContext& call
           request.cancelled = call.cancelled;
           request.sequences.reserve(run->sequences.size());
           run->lengths.reserve(run->sequences.size());
+          int64_t tokens = 0;
           for (Sequence& sequence : run->sequences) {
             run->lengths.push_back(static_cast<int>(sequence.input.ids.size()));
+            tokens += static_cast<int64_t>(sequence.input.ids.size());
             if (sequence.truncated) ++run->truncated_count;
             request.sequences.push_back(std::move(sequence.input));
+          }
+          // Counted in model tokens, known only now: the work one request may ask of the engines.
+          if (absl::Status bounded = CheckRequestTokens(*run->model, tokens); !bounded.ok()) {
+            (*finish_once)(std::move(bounded));
+            return;
           }
           request.done = [run, finish_once](absl::StatusOr<InferenceResult> result) {
             if (!result.ok()) {

@@ -82,6 +82,7 @@ void FillModelInfo(ServedModel& model, v1::ModelInfo* info) {
   limits_info->set_max_candidate_labels(static_cast<uint32_t>(limits.max_candidate_labels));
   limits_info->set_max_sequences(static_cast<uint32_t>(limits.max_sequences));
   limits_info->set_max_text_bytes(static_cast<uint32_t>(limits.max_text_bytes));
+  limits_info->set_max_request_tokens(static_cast<uint64_t>(limits.max_request_tokens));
 }
 
 }  // namespace

@@ -92,6 +92,14 @@ absl::Status CheckCount(size_t count, int limit, absl::string_view field, absl::
   return absl::OkStatus();
 }
 
+absl::Status CheckRequestTokens(const ServedModel& model, int64_t tokens) {
+  const int64_t limit = model.entry().limits.max_request_tokens;
+  if (limit == 0 || tokens <= limit) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "request: ", tokens, " tokens after tokenization, more than the server's limit of ", limit,
+      " tokens per request (limits.max_request_tokens); split the request"));
+}
+
 absl::Status CheckText(const ServedModel& model, absl::string_view text, absl::string_view field) {
   const int limit = model.entry().limits.max_text_bytes;
   if (limit > 0 && text.size() > static_cast<size_t>(limit)) {

@@ -3,6 +3,7 @@
 // (NOT_FOUND for an unknown model) and names the request field.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -71,6 +72,11 @@ absl::StatusOr<Priority> ResolvePriority(const ServedModel& model, v1::Priority 
 // INVALID_ARGUMENT "<field>: <count> <what>, more than the limit of <limit> ..." when limit > 0
 // and count > limit; also for count == 0 ("<field>: at least one <what> is required").
 absl::Status CheckCount(size_t count, int limit, absl::string_view field, absl::string_view what);
+
+// INVALID_ARGUMENT when a request expands to `tokens` model tokens after tokenization, more than
+// the model's max_request_tokens (0: no limit); the message names the limit and says to split the
+// request.
+absl::Status CheckRequestTokens(const ServedModel& model, int64_t tokens);
 
 // INVALID_ARGUMENT naming `field` for a text over the model's max_text_bytes (checked before any
 // tokenization) or not valid UTF-8.

@@ -137,6 +137,16 @@ void EngineControl::FailNextBatch(absl::Status status) {
   fault_ = std::move(status);
 }
 
+void EngineControl::SetDelayPerToken(absl::Duration delay) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  delay_per_token_ = delay;
+}
+
+absl::Duration EngineControl::DelayPerToken() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return delay_per_token_;
+}
+
 int EngineControl::batches() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return static_cast<int>(log_.size());
@@ -210,6 +220,8 @@ absl::Status EngineControl::Enter(const PackedBatch& batch) {
 
 absl::StatusOr<BatchOutput> GatedEngine::Run(const PackedBatch& batch, const RunOptions& options) {
   const absl::Status entered = control_->Enter(batch);
+  // Slept outside the control's lock, so the test can read the log meanwhile.
+  if (entered.ok()) absl::SleepFor(control_->DelayPerToken() * batch.total_tokens());
   absl::StatusOr<BatchOutput> output =
       entered.ok() ? inner_->Run(batch, options) : absl::StatusOr<BatchOutput>(entered);
   control_->Leave();

@@ -87,6 +87,9 @@ class EngineControl {
   void Open();
   // The next batch (and only that one) fails with `status` instead of running.
   void FailNextBatch(absl::Status status);
+  // A slow engine: from now on every batch passing the gate takes `delay` per token longer, as on
+  // a slower device (0: no delay, the default). Its time is the engine time the server measures.
+  void SetDelayPerToken(absl::Duration delay);
 
   // Batches that arrived at the engine so far (the warm-up batch included).
   int batches() const;
@@ -110,6 +113,7 @@ class EngineControl {
   // Enter is followed by one Leave, when the batch is done.
   absl::Status Enter(const PackedBatch& batch);
   void Leave();
+  absl::Duration DelayPerToken() const;
 
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
@@ -117,11 +121,12 @@ class EngineControl {
   uint64_t openings_ = 0;  // Open() calls so far.
   int in_engine_ = 0;
   std::optional<absl::Status> fault_;
+  absl::Duration delay_per_token_ = absl::ZeroDuration();
   std::vector<std::vector<std::vector<int32_t>>> log_;
   int64_t sequences_ = 0;
 };
 
-// Runs `inner` after EngineControl::Enter.
+// Runs `inner` after EngineControl::Enter (and its delay per token).
 class GatedEngine final : public Engine {
  public:
   GatedEngine(std::unique_ptr<Engine> inner, std::shared_ptr<EngineControl> control)

@@ -596,6 +596,8 @@ TEST_F(ResultsTest, InfoDescribesServerAndModels) {
               static_cast<uint32_t>(defaults.max_candidate_labels));
     EXPECT_EQ(model.limits().max_sequences(), static_cast<uint32_t>(defaults.max_sequences));
     EXPECT_EQ(model.limits().max_text_bytes(), static_cast<uint32_t>(defaults.max_text_bytes));
+    EXPECT_EQ(model.limits().max_request_tokens(),
+              static_cast<uint64_t>(defaults.max_request_tokens));
   }
   auto tasks = [](const v1::ModelInfo& model) {
     return std::set<int>(model.tasks().begin(), model.tasks().end());

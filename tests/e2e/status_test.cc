@@ -1,9 +1,11 @@
-// End-to-end status codes (dflash.proto, "Errors"), one test per row of the table, plus overload
-// and graceful drain. Engines are held at a gate (EngineControl) to queue requests behind a busy
-// engine deterministically; the gate's log proves what was never computed.
+// End-to-end status codes (dflash.proto, "Errors"), one test per row of the table, plus fairness
+// between split and small requests, overload (with and without deadlines) and graceful drain.
+// Engines are held at a gate (EngineControl) to queue requests behind a busy engine
+// deterministically; the gate's log proves what was never computed.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <future>
 #include <string>
 #include <thread>
@@ -32,6 +34,8 @@ constexpr int kMaxInputs = 8;
 constexpr int kMaxCandidateLabels = 4;
 constexpr int kMaxSequences = 12;
 constexpr int kMaxQueuedRequests = 2;
+// Between kMaxInputs and kMaxSequences inputs of kMaxInputLength tokens.
+constexpr int kMaxRequestTokens = 600;
 // Small batches: nothing here needs more, and each server start runs one warm-up batch.
 constexpr int kMaxBatchTokens = 128;
 
@@ -70,6 +74,7 @@ class StatusTest : public ::testing::Test {
     demo.limits.max_candidate_labels = kMaxCandidateLabels;
     demo.limits.max_sequences = kMaxSequences;
     demo.limits.max_text_bytes = kMaxTextBytes;
+    demo.limits.max_request_tokens = kMaxRequestTokens;
     demo.batching.max_queued_requests = kMaxQueuedRequests;
     absl::StatusOr<std::unique_ptr<TestServer>> server =
         TestServer::Start(TestServerConfig({demo, TestModelEntry("embed", models_->embed),
@@ -349,6 +354,25 @@ TEST_F(StatusTest, InvalidArgumentForTextOverMaxTextBytes) {
   EXPECT_TRUE(stub().Classify(NewContext().get(), classify, &response).ok());
 }
 
+TEST_F(StatusTest, InvalidArgumentForTooManyTokensAfterTokenization) {
+  // 3 texts x 4 labels = 12 pairs of kMaxInputLength tokens: within every count limit, but 768
+  // tokens.
+  v1::ZeroShotRequest request = ZeroShotOf(3, kMaxCandidateLabels);
+  for (int t = 0; t < 3; ++t) request.set_texts(t, kLongText);
+  const int batches = control().batches();
+  EXPECT_FAILURE(ZeroShot(request), INVALID_ARGUMENT,
+                 absl::StrCat("request: 768 tokens after tokenization, more than the server's "
+                              "limit of ",
+                              kMaxRequestTokens));
+  EXPECT_FAILURE(ZeroShot(request), INVALID_ARGUMENT, "max_request_tokens");
+  EXPECT_FAILURE(ZeroShot(request), INVALID_ARGUMENT, "split the request");
+  EXPECT_EQ(control().batches(), batches) << "a refused request reached the engine";
+  // Two of the texts (512 tokens) are within the limit.
+  request.mutable_texts()->RemoveLast();
+  v1::ZeroShotResponse response;
+  EXPECT_TRUE(stub().ZeroShot(NewContext().get(), request, &response).ok());
+}
+
 // ---------------------------------------------------------------------------------------------
 // NOT_FOUND, FAILED_PRECONDITION.
 // ---------------------------------------------------------------------------------------------
@@ -507,6 +531,51 @@ TEST_F(StatusTest, InternalForAFailedBatchThenTheServerGoesOn) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Fairness: a request split over several batches takes turns with the requests behind it.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(StatusTest, SmallRequestBehindASplitOneIsAnsweredBeforeIt) {
+  std::unique_ptr<AsyncClassify> held = HoldEngine();
+  const int held_batch = control().batches() - 1;
+  // kMaxInputs inputs of kMaxInputLength tokens: two per batch of kMaxBatchTokens.
+  v1::ClassifyRequest large_request;
+  large_request.set_model("demo");
+  for (int i = 0; i < kMaxInputs; ++i) {
+    large_request.add_inputs()->set_text(absl::StrCat("input ", i, ": ", kLongText));
+  }
+  std::unique_ptr<AsyncClassify> large = StartClassify(stub(), large_request);
+  ASSERT_TRUE(server_->WaitForQueuedRequests("demo", 1));
+  const std::string small_text = "a small request queued behind a large one";
+  std::unique_ptr<AsyncClassify> small = StartClassify(stub(), ClassifyOf(small_text));
+  ASSERT_TRUE(server_->WaitForQueuedRequests("demo", 2));
+  // One batch through the gate at a time: the held one, the large request's first part, then the
+  // small request beside the large one's second part; the third part then waits at the gate.
+  for (int step = 0; step < 3; ++step) {
+    const int arrived = control().batches();
+    control().Open();
+    control().Close();
+    ASSERT_TRUE(control().WaitForBatches(arrived + 1));
+  }
+  const std::vector<std::vector<std::vector<int32_t>>> log = control().BatchLog();
+  ASSERT_GT(log.size(), static_cast<size_t>(held_batch + 2));
+  EXPECT_EQ(log[held_batch + 1].size(), 2u) << "the large request's first part";
+  const std::vector<std::vector<int32_t>>& third = log[held_batch + 2];
+  const bool small_in_third =
+      std::find(third.begin(), third.end(), IdsOf(small_text)) != third.end();
+  EXPECT_TRUE(small_in_third) << "the small request waited for the large one's parts";
+  if (small_in_third) {
+    EXPECT_TRUE(small->Wait().ok()) << small->status.error_message();
+    EXPECT_FALSE(large->done()) << "a part of the large request is still at the gate";
+  }
+  control().Open();
+  EXPECT_TRUE(held->Wait().ok());
+  ASSERT_TRUE(large->Wait().ok()) << large->status.error_message();
+  EXPECT_EQ(large->response.results_size(), kMaxInputs);
+  ASSERT_TRUE(small->Wait().ok()) << small->status.error_message();
+  EXPECT_EQ(small->response.results_size(), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
 // 6. Overload: a flood against a small queue is refused at once while the engine is busy, and
 // the server answers normally afterwards.
 // ---------------------------------------------------------------------------------------------
@@ -557,6 +626,81 @@ TEST_F(StatusTest, FloodIsRefusedWithResourceExhaustedAndTheServerRecovers) {
     EXPECT_TRUE(stub().Classify(NewContext().get(), ClassifyOf("normal again"), &response).ok());
   }
   EXPECT_EQ(CheckHealth(server_->health(), "").serving, HealthStatus::SERVING);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Overload with deadlines: a burst of requests with short deadlines against a slow engine. The
+// server admits what it expects to finish in time, refuses the rest at once, and drops what falls
+// behind; it computes no answer that arrives after its caller gave up.
+// ---------------------------------------------------------------------------------------------
+
+TEST(DeadlineTest, BurstWithShortDeadlinesIsAnsweredInTimeOrRefused) {
+  auto control = std::make_shared<EngineControl>();
+  absl::StatusOr<std::unique_ptr<TestServer>> started =
+      TestServer::Start(TestServerConfig({TestModelEntry("demo", DemoModelDir(), kMaxBatchTokens)}),
+                        GatedLoader({{"demo", control}}, InnerEngine::kNull));
+  ASSERT_TRUE(started.ok()) << started.status();
+  TestServer& server = **started;
+  // Every request is two inputs of kMaxInputLength tokens: one full batch, 512 ms of engine time.
+  constexpr absl::Duration kDelayPerToken = absl::Milliseconds(4);
+  const absl::Duration request_time = kDelayPerToken * kMaxBatchTokens;
+  v1::ClassifyRequest request;
+  request.set_model("demo");
+  request.add_inputs()->set_text(absl::StrCat("first: ", kLongText));
+  request.add_inputs()->set_text(absl::StrCat("second: ", kLongText));
+  control->SetDelayPerToken(kDelayPerToken);
+  // One request without a short deadline first: the server learns the engine's speed from it.
+  v1::ClassifyResponse response;
+  ASSERT_TRUE(server.stub().Classify(NewContext().get(), request, &response).ok());
+
+  auto count = [&](const std::string& code) {
+    return ScrapeRegistry(server.runtime(), "dflash_requests_total",
+                          {{"rpc", "Classify"}, {"model", "demo"}, {"code", code}});
+  };
+  auto total = [&] {
+    return ScrapeRegistry(server.runtime(), "dflash_requests_total",
+                          {{"rpc", "Classify"}, {"model", "demo"}});
+  };
+  const double ok_before = count("OK");
+  const double total_before = total();
+  // Time for three of them one after the other, and half of the fourth: the engine can answer
+  // three in time; the deadline lies half a request away from every finish.
+  const absl::Duration timeout = request_time * 3.5;
+  constexpr int kBurst = 10;
+  std::vector<std::unique_ptr<AsyncClassify>> calls;
+  for (int i = 0; i < kBurst; ++i) calls.push_back(StartClassify(server.stub(), request, timeout));
+  int ok = 0;
+  int refused = 0;
+  int expired = 0;
+  for (const auto& call : calls) {
+    const grpc::Status status = call->Wait();
+    switch (status.error_code()) {
+      case grpc::StatusCode::OK:  // Within its deadline: the client enforces it.
+        ++ok;
+        EXPECT_EQ(call->response.results_size(), 2);
+        break;
+      case grpc::StatusCode::RESOURCE_EXHAUSTED:
+        ++refused;
+        EXPECT_THAT(status.error_message(), HasSubstr("expected wait"));
+        EXPECT_THAT(status.error_message(), HasSubstr("retry later"));
+        break;
+      case grpc::StatusCode::DEADLINE_EXCEEDED:
+        ++expired;
+        break;
+      default:
+        ADD_FAILURE() << "unexpected " << status.error_code() << ": " << status.error_message();
+    }
+  }
+  SCOPED_TRACE(
+      absl::StrCat(ok, " OK, ", refused, " RESOURCE_EXHAUSTED, ", expired, " DEADLINE_EXCEEDED"));
+  EXPECT_GE(ok, 1);
+  EXPECT_GE(refused, 1) << "nothing refused: the queue took more than the engine could do in time";
+  EXPECT_EQ(ok + refused + expired, kBurst);
+  // Every answer is counted once the server is done with the burst; then the server's OK answers
+  // must be exactly those its clients received: none was computed for a caller who gave up.
+  EXPECT_TRUE(PollUntil([&] { return total() - total_before == kBurst; }, absl::Milliseconds(10)));
+  EXPECT_EQ(count("OK") - ok_before, ok);
+  EXPECT_GT(server.runtime().catalog().Resolve("demo").value()->scheduler().SecondsPerToken(), 0);
 }
 
 // ---------------------------------------------------------------------------------------------

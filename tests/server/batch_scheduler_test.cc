@@ -226,6 +226,7 @@ class Answers {
       ++slot.calls;
       slot.result = std::move(result);
       ++total_calls_;
+      order_.push_back(id);
       changed_.notify_all();
     };
   }
@@ -241,6 +242,11 @@ class Answers {
   int total_calls() const {
     std::lock_guard<std::mutex> lock(mutex_);
     return total_calls_;
+  }
+  // The request ids in the order their answers came.
+  std::vector<int> order() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return order_;
   }
   absl::StatusOr<InferenceResult> result(int id) const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -265,6 +271,7 @@ class Answers {
   std::condition_variable changed_;
   std::map<int, Slot> slots_;
   int total_calls_ = 0;
+  std::vector<int> order_;
 };
 
 class RecordingObserver : public BatchObserver {
@@ -508,6 +515,9 @@ TEST(BatchSchedulerTest, CreateRejectsBadOptions) {
   BatchSchedulerOptions negative_limit = good;
   negative_limit.max_queued_tokens = -1;
   EXPECT_EQ(code(make_engines(1), negative_limit), absl::StatusCode::kInvalidArgument);
+  BatchSchedulerOptions negative_estimate = good;
+  negative_estimate.initial_seconds_per_token = -1;
+  EXPECT_EQ(code(make_engines(1), negative_estimate), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(BatchSchedulerTest, SubmitRejectsInvalidRequestsWithoutCallingDone) {
@@ -558,23 +568,27 @@ TEST(BatchSchedulerTest, PacksQueuedRequestsGreedilyWithinBudgetsWithoutPadding)
   const BatchSchedulerOptions options = Budget(16, 3);
   Harness harness(options, 1, /*gated=*/true);
   harness.OccupyEngine(0, 1);
-  // Sequence lengths per request; every request is normal priority, so the flattened batches must
-  // be exactly the submit order.
+  // Sequence lengths per request; every request is normal priority, so the flattened batches are
+  // the submit order, except that the rest of a request split by a full batch (the third 6, tag
+  // 113) goes behind the requests queued after it.
   const std::vector<std::vector<int>> lengths = {{5},    {3, 7}, {1, 1, 1}, {8},        {16},
                                                  {2, 9}, {4},    {6, 6, 6}, {3, 2, 10}, {1}};
-  std::vector<int32_t> submitted_tags;
+  std::vector<int32_t> expected_tags;
   std::map<int32_t, int> length_of_tag;
+  std::map<int32_t, size_t> request_of_tag;
   int32_t tag = 100;
   for (size_t r = 0; r < lengths.size(); ++r) {
     std::vector<SequenceInput> sequences;
     for (int length : lengths[r]) {
       sequences.push_back(TaggedSequence(tag, length, /*with_types=*/r % 2 == 1));
-      submitted_tags.push_back(tag);
+      if (tag != 113) expected_tags.push_back(tag);  // Inserted below, where it is computed.
       length_of_tag[tag] = length;
+      request_of_tag[tag] = r;
       ++tag;
     }
     ASSERT_TRUE(harness.Submit(static_cast<int>(r) + 1, MakeRequest(std::move(sequences))).ok());
   }
+  expected_tags.push_back(113);  // Behind requests 9 and 10 (in the last batch, beside 10).
   harness.gate().Open();
   ASSERT_TRUE(harness.answers().WaitForCalls(static_cast<int>(lengths.size()) + 1));
 
@@ -589,15 +603,20 @@ TEST(BatchSchedulerTest, PacksQueuedRequestsGreedilyWithinBudgetsWithoutPadding)
       sum_of_lengths += length_of_tag.at(batch_tag);
     }
     EXPECT_EQ(batch.total_tokens(), sum_of_lengths);
-    // Greedy: a batch stops only where the next queued sequence would break a budget.
-    if (computed_tags.size() < submitted_tags.size()) {
-      const int next_length = length_of_tag.at(submitted_tags[computed_tags.size()]);
+    // Greedy: a batch stops only where the next queued sequence (of the request it split, if it
+    // split one) would break a budget.
+    if (computed_tags.size() < expected_tags.size()) {
+      const int32_t last = computed_tags.back();
+      const bool split = request_of_tag.count(last + 1) == 1 &&
+                         request_of_tag.at(last + 1) == request_of_tag.at(last);
+      const int next_length =
+          length_of_tag.at(split ? last + 1 : expected_tags[computed_tags.size()]);
       EXPECT_TRUE(batch.num_sequences() == options.max_batch_sequences ||
                   batch.total_tokens() + next_length > options.max_batch_tokens)
           << "batch " << b << " stopped early";
     }
   }
-  EXPECT_EQ(computed_tags, submitted_tags);
+  EXPECT_EQ(computed_tags, expected_tags);
   for (size_t r = 0; r < lengths.size(); ++r) harness.ExpectCorrectAnswer(static_cast<int>(r) + 1);
 }
 
@@ -703,12 +722,184 @@ TEST(BatchSchedulerTest, SplitsARequestLargerThanTheTokenBudget) {
   const std::vector<RecordedBatch> batches = harness.log().Batches();
   ASSERT_EQ(batches.size(), 4u);
   EXPECT_EQ(Tags(batches[1].batch), (std::vector<int32_t>{11, 12}));
-  EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{13, 14}));
-  // The rest of the split request stays at the head, ahead of the later request.
-  EXPECT_EQ(Tags(batches[3].batch), (std::vector<int32_t>{15, 21}));
+  // The rest of the split request queues behind the later request, which goes first.
+  EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{21, 13, 14}));
+  EXPECT_EQ(Tags(batches[3].batch), (std::vector<int32_t>{15}));
   for (const RecordedBatch& batch : batches) ExpectWellFormed(batch.batch, options);
   harness.ExpectCorrectAnswer(1);  // Once, all five outputs, in the original order.
   harness.ExpectCorrectAnswer(2);
+}
+
+// One large request does not hold up the requests queued behind it until all of its parts are
+// done: they get into the batch after its first part, and are answered before it.
+TEST(BatchSchedulerTest, SplitRequestTakesTurnsWithTheRequestsBehindIt) {
+  const BatchSchedulerOptions options = Budget(8, 8);
+  Harness harness(options, 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  std::vector<SequenceInput> large;
+  for (int32_t tag = 11; tag <= 16; ++tag) large.push_back(TaggedSequence(tag, 4));
+  ASSERT_TRUE(harness.Submit(1, MakeRequest(std::move(large))).ok());
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 2)})).ok());
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 2)})).ok());
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(4));
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 5u);
+  EXPECT_EQ(Tags(batches[1].batch), (std::vector<int32_t>{11, 12}));
+  // The small requests fill the second batch, the large one's next part what is left of it.
+  EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{21, 31, 13}));
+  EXPECT_EQ(Tags(batches[3].batch), (std::vector<int32_t>{14, 15}));
+  EXPECT_EQ(Tags(batches[4].batch), (std::vector<int32_t>{16}));
+  for (const RecordedBatch& batch : batches) ExpectWellFormed(batch.batch, options);
+  EXPECT_EQ(harness.answers().order(), (std::vector<int>{0, 2, 3, 1}));
+  for (int id = 0; id <= 3; ++id) harness.ExpectCorrectAnswer(id);
+}
+
+// Two requests larger than the budget take turns, one part each (round robin).
+TEST(BatchSchedulerTest, SplitRequestsTakeTurnsPartByPart) {
+  Harness harness(Budget(8, 8), 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  ASSERT_TRUE(harness
+                  .Submit(1, MakeRequest({TaggedSequence(11, 8), TaggedSequence(12, 8),
+                                          TaggedSequence(13, 8)}))
+                  .ok());
+  ASSERT_TRUE(harness
+                  .Submit(2, MakeRequest({TaggedSequence(21, 8), TaggedSequence(22, 8),
+                                          TaggedSequence(23, 8)}))
+                  .ok());
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(3));
+  std::vector<int32_t> computed;
+  for (const RecordedBatch& batch : harness.log().Batches()) {
+    ASSERT_EQ(batch.batch.num_sequences(), 1);
+    computed.push_back(Tags(batch.batch)[0]);
+  }
+  EXPECT_EQ(computed, (std::vector<int32_t>{1, 11, 21, 12, 22, 13, 23}));
+  for (int id = 0; id <= 2; ++id) harness.ExpectCorrectAnswer(id);
+}
+
+// When a part of a split request fails, its rest is removed from wherever it waits in its level
+// (here behind two later requests), never computed, and the totals stay right.
+TEST(BatchSchedulerTest, FailedSplitRequestsRestIsRemovedFromBehindLaterRequests) {
+  auto observer = std::make_shared<RecordingObserver>();
+  Harness harness(Budget(8, 8), 1, /*gated=*/true, observer);
+  harness.OccupyEngine(0, 1);
+  ASSERT_TRUE(harness
+                  .Submit(1, MakeRequest({PoisonedSequence(11, 4), TaggedSequence(12, 4),
+                                          TaggedSequence(13, 4)}))
+                  .ok());
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 2)})).ok());
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 2)})).ok());
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(4));
+  harness.scheduler().Shutdown();
+  harness.ExpectAnswerCode(1, absl::StatusCode::kInternal);
+  harness.ExpectCorrectAnswer(2);
+  harness.ExpectCorrectAnswer(3);
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(Tags(batches[1].batch), (std::vector<int32_t>{11, 12}));
+  EXPECT_TRUE(batches[1].failed);
+  EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{21, 31}));
+  EXPECT_EQ(observer->last_depth(), (std::vector<int64_t>{0, 0, 0}));
+}
+
+// With an estimate of one second per token, Submit refuses what would end after its deadline:
+// the tokens queued at its priority and above, plus its own, against the time it has.
+TEST(BatchSchedulerTest, SubmitRefusesARequestThatWouldEndAfterItsDeadline) {
+  BatchSchedulerOptions options = Budget(64, 8);
+  options.initial_seconds_per_token = 1.0;
+  Harness harness(options, 1, /*gated=*/true);
+  EXPECT_EQ(harness.scheduler().SecondsPerToken(), 1.0);
+  harness.OccupyEngine(0, 1);  // In the engine, held: no batch has ended yet.
+  auto with_deadline = [](std::vector<SequenceInput> sequences, Priority priority,
+                          absl::Duration time_left) {
+    InferenceRequest request = MakeRequest(std::move(sequences), priority);
+    request.deadline = absl::Now() + time_left;
+    return request;
+  };
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 10)})).ok());  // No deadline.
+  // 10 + 5 tokens: 15 s against an hour.
+  ASSERT_TRUE(
+      harness.Submit(2, with_deadline({TaggedSequence(21, 5)}, Priority::kNormal, absl::Hours(1)))
+          .ok());
+  // 15 + 5 tokens: 20 s against 10 s.
+  const absl::Status refused = harness.Submit(
+      3, with_deadline({TaggedSequence(31, 5)}, Priority::kNormal, absl::Seconds(10)));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "expected wait 20s")) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "retry later")) << refused;
+  // Nothing queued at high priority: 3 s against 10 s.
+  ASSERT_TRUE(
+      harness.Submit(4, with_deadline({TaggedSequence(41, 3)}, Priority::kHigh, absl::Seconds(10)))
+          .ok());
+  // Everything queued is ahead of a low one: 18 + 5 tokens against 20 s.
+  EXPECT_EQ(
+      harness.Submit(5, with_deadline({TaggedSequence(51, 5)}, Priority::kLow, absl::Seconds(20)))
+          .code(),
+      absl::StatusCode::kResourceExhausted);
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(4));
+  harness.scheduler().Shutdown();
+  EXPECT_EQ(harness.answers().calls(3), 0);
+  EXPECT_EQ(harness.answers().calls(5), 0);
+  for (int id : {0, 1, 2, 4}) harness.ExpectCorrectAnswer(id);
+}
+
+// Before any batch has run there is no estimate, and a deadline alone refuses nothing; the
+// estimate comes from the batches run.
+TEST(BatchSchedulerTest, WithoutAnEstimateSubmitAdmitsWhateverTheDeadline) {
+  auto tight = [] {
+    std::vector<SequenceInput> sequences;
+    for (int32_t tag = 11; tag <= 14; ++tag) sequences.push_back(TaggedSequence(tag, 25));
+    InferenceRequest request = MakeRequest(std::move(sequences));
+    request.deadline = absl::Now() + absl::Minutes(1);
+    return request;
+  };
+  BatchSchedulerOptions estimated = Budget(64, 8);
+  estimated.initial_seconds_per_token = 1.0;
+  Harness refusing(estimated);
+  EXPECT_EQ(refusing.Submit(1, tight()).code(), absl::StatusCode::kResourceExhausted);
+
+  Harness harness(Budget(64, 8));
+  EXPECT_EQ(harness.scheduler().SecondsPerToken(), 0.0);
+  ASSERT_TRUE(harness.Submit(1, tight()).ok());
+  ASSERT_TRUE(harness.answers().WaitForCalls(1));
+  harness.ExpectCorrectAnswer(1);
+  harness.scheduler().Shutdown();
+  EXPECT_GT(harness.scheduler().SecondsPerToken(), 0.0);
+}
+
+// A request admitted in time can still fall behind (here: a high-priority request arrives after
+// it); when even the batch being cut would end after its deadline, it is answered
+// DEADLINE_EXCEEDED and never computed.
+TEST(BatchSchedulerTest, RequestThatCannotMeetItsDeadlineIsDroppedWhenItsBatchIsCut) {
+  auto observer = std::make_shared<RecordingObserver>();
+  BatchSchedulerOptions options = Budget(64, 8);
+  options.initial_seconds_per_token = 1.0;
+  Harness harness(options, 1, /*gated=*/true, observer);
+  harness.OccupyEngine(0, 1);
+  // 5 tokens: 5 s against 8 s, admitted.
+  InferenceRequest low = MakeRequest({TaggedSequence(11, 5)}, Priority::kLow);
+  low.deadline = absl::Now() + absl::Seconds(8);
+  ASSERT_TRUE(harness.Submit(1, std::move(low)).ok());
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 5)}, Priority::kHigh)).ok());
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 2)}, Priority::kLow)).ok());
+  // The one-token batch that ends now barely moves the estimate: the next batch, the high request
+  // and then the low one, takes about 10 s.
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(4));
+  harness.scheduler().Shutdown();
+  harness.ExpectAnswerCode(1, absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(absl::StrContains(harness.answers().result(1).status().message(), "deadline"));
+  harness.ExpectCorrectAnswer(2);
+  harness.ExpectCorrectAnswer(3);
+  for (const RecordedBatch& batch : harness.log().Batches()) {
+    const std::vector<int32_t> tags = Tags(batch.batch);
+    EXPECT_EQ(std::count(tags.begin(), tags.end(), 11), 0) << "a request too late was computed";
+  }
+  EXPECT_EQ(observer->dropped(),
+            (std::vector<absl::StatusCode>{absl::StatusCode::kDeadlineExceeded}));
 }
 
 TEST(BatchSchedulerTest, SplitsARequestWithMoreSequencesThanTheSequenceBudget) {

@@ -97,6 +97,7 @@ TEST(ServerConfigTest, MinimalConfigGetsEveryDefault) {
   EXPECT_EQ(model.limits.max_candidate_labels, 64);
   EXPECT_EQ(model.limits.max_sequences, 4096);
   EXPECT_EQ(model.limits.max_text_bytes, 65536);
+  EXPECT_EQ(model.limits.max_request_tokens, 262144);
 }
 
 TEST(ServerConfigTest, ReadsEveryField) {
@@ -150,6 +151,7 @@ models:
       max_candidate_labels: 4
       max_sequences: 32
       max_text_bytes: 1KiB
+      max_request_tokens: 5000
   - name: second
     path: /models/second
     backend: "null"
@@ -193,6 +195,7 @@ models:
   EXPECT_EQ(model.limits.max_candidate_labels, 4);
   EXPECT_EQ(model.limits.max_sequences, 32);
   EXPECT_EQ(model.limits.max_text_bytes, 1024);
+  EXPECT_EQ(model.limits.max_request_tokens, 5000);
   EXPECT_EQ(config->models[1].backend, BackendChoice::kNull);
 }
 
@@ -240,6 +243,7 @@ TEST(ServerConfigTest, ShippedExampleParsesAndValidatesWithTheDocumentedDefaults
   EXPECT_EQ(model.limits.max_candidate_labels, model_defaults.limits.max_candidate_labels);
   EXPECT_EQ(model.limits.max_sequences, model_defaults.limits.max_sequences);
   EXPECT_EQ(model.limits.max_text_bytes, model_defaults.limits.max_text_bytes);
+  EXPECT_EQ(model.limits.max_request_tokens, model_defaults.limits.max_request_tokens);
 }
 
 TEST(ServerConfigTest, TaskTakesOneValueOrAList) {
@@ -423,6 +427,8 @@ TEST(ServerConfigErrorsTest, OutOfRangeValuesNameTheKeyAndHowToFixThem) {
       {ModelYaml("limits:\n  max_inputs: 0"), {"test.yaml:5:7", "models[0].limits.max_inputs"}},
       {ModelYaml("limits:\n  max_candidate_labels: -3"), {"models[0].limits.max_candidate_labels"}},
       {ModelYaml("limits:\n  max_sequences: 0"), {"models[0].limits.max_sequences"}},
+      {ModelYaml("limits:\n  max_request_tokens: -1"),
+       {"test.yaml:5:7", "models[0].limits.max_request_tokens", "must be 0 (no limit) or more"}},
       {ModelYaml("cpu_threads: -1"), {"test.yaml:4:5", "models[0].cpu_threads", "all cores"}},
       {ModelYaml("max_input_length: -1"), {"models[0].max_input_length"}},
       {ModelYaml("priority_cap: urgent"),
@@ -729,6 +735,7 @@ TEST(DescribeServerConfigTest, SummarizesWithoutKeyMaterial) {
   EXPECT_THAT(text, HasSubstr("model 'm': /models/m"));
   EXPECT_THAT(text, HasSubstr("16 MiB"));
   EXPECT_THAT(text, HasSubstr("16384 tokens / 256 sequences per batch"));
+  EXPECT_THAT(text, HasSubstr("at most 262144 tokens"));
   // One screen.
   EXPECT_LT(std::count(text.begin(), text.end(), '\n'), 25);
 }
