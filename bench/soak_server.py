@@ -107,7 +107,7 @@ def loadtest(args, name, extra, workdir):
     report = os.path.join(workdir, f"{name}.json")
     command = [os.path.join(args.build, "bin", "dflash-loadtest"),
                f"--target=127.0.0.1:{args.port}", f"--workload={args.workload}",
-               f"--timeout={args.timeout}", f"--report={report}", "--progress=false"] + extra
+               f"--timeout={args.timeout}", f"--report={report}", "--progress=0"] + extra
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit(f"soak: dflash-loadtest failed ({result.returncode}):\n{result.stderr}")
