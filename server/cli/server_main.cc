@@ -11,6 +11,7 @@
 // change nothing. The signals are handled the same whichever thread takes them: their handler
 // only writes to a pipe that the main thread reads.
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -125,11 +126,14 @@ absl::Status InstallSignalHandlers() {
   return absl::OkStatus();
 }
 
-// The next signal number from the pipe; 0 is the main thread's own "stop reading".
+// The next signal number from the pipe; 0 is the main thread's own "stop reading". Waits in
+// poll() rather than read(): ThreadSanitizer runs a signal's handler while its thread waits in a
+// call it knows may block (poll, not read), and otherwise only after that call returns.
 int ReadSignal() {
+  pollfd readable = {signal_pipe[0], POLLIN, 0};
   unsigned char byte = 0;
-  while (read(signal_pipe[0], &byte, 1) != 1) {
-    if (errno != EINTR) return 0;
+  while (poll(&readable, 1, -1) < 1 || read(signal_pipe[0], &byte, 1) != 1) {
+    if (errno != EINTR && errno != EAGAIN) return 0;
   }
   return byte;
 }
