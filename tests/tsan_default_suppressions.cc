@@ -1,5 +1,6 @@
 // ThreadSanitizer suppressions for every test binary of a -DDFLASH_SANITIZE=thread build
-// (dflash_add_test adds this file there).
+// (dflash_add_test adds this file there) and of dflash-server there, which tests/e2e/process_test
+// runs.
 //
 // Debian's gRPC, Abseil, protobuf, OpenSSL and libmicrohttpd are not instrumented, so TSan cannot
 // see their synchronization (gRPC hands calls, messages and statuses between its threads through

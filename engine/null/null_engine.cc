@@ -6,6 +6,7 @@ namespace dflash {
 
 absl::StatusOr<BatchOutput> NullEngine::Run(const PackedBatch& batch, const RunOptions& options) {
   DFLASH_RETURN_IF_ERROR(ValidatePackedBatch(batch, options, config_));
+  if (batch_delay_ > absl::ZeroDuration()) absl::SleepFor(batch_delay_);
   BatchOutput output;
   output.num_sequences = batch.num_sequences();
   output.total_tokens = batch.total_tokens();

@@ -5,13 +5,17 @@
 // --backend=null. Never serve users with it.
 #pragma once
 
+#include "absl/time/time.h"
 #include "engine/engine.h"
 
 namespace dflash {
 
 class NullEngine final : public Engine {
  public:
-  explicit NullEngine(ModelConfig config) : config_(std::move(config)) {}
+  // `batch_delay`: how long every Run sleeps first, so that tests of a whole server process can
+  // hold work in its queue (dflash-server reads it from DFLASH_TEST_NULL_ENGINE_DELAY).
+  explicit NullEngine(ModelConfig config, absl::Duration batch_delay = absl::ZeroDuration())
+      : config_(std::move(config)), batch_delay_(batch_delay) {}
 
   absl::StatusOr<BatchOutput> Run(const PackedBatch& batch, const RunOptions& options) override;
   EngineInfo Info() const override;
@@ -19,6 +23,7 @@ class NullEngine final : public Engine {
 
  private:
   ModelConfig config_;
+  absl::Duration batch_delay_;
 };
 
 }  // namespace dflash

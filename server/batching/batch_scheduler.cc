@@ -102,6 +102,7 @@ class BatchScheduler::Impl {
   absl::Status WarmUp(int sequence_length, uint32_t outputs);
   absl::Status Submit(InferenceRequest request);
   void Shutdown();
+  int AbortQueued(const absl::Status& status);
   QueueStats Stats() const;
   int CancelledQueuedRequests() const;
   double SecondsPerToken() const;
@@ -261,6 +262,38 @@ void BatchScheduler::Impl::Shutdown() {
       if (worker->thread.joinable()) worker->thread.join();
     }
   });
+}
+
+int BatchScheduler::Impl::AbortQueued(const absl::Status& status) {
+  std::vector<std::shared_ptr<PendingRequest>> to_answer;
+  int aborted = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    // The queue's own cut empties it in its order and settles expired and cancelled requests the
+    // usual way; what it takes here never reaches an engine, so no throughput estimate applies.
+    while (!queue_.empty()) {
+      TakenBatch taken = queue_.TakeBatch(absl::Now(), /*seconds_per_token=*/0);
+      if (taken.parts.empty() && taken.dropped.empty()) break;  // No progress: workers drain it.
+      for (std::shared_ptr<PendingRequest>& pending : taken.dropped) {
+        to_answer.push_back(std::move(pending));
+      }
+      for (BatchPart& part : taken.parts) {
+        PendingRequest& pending = *part.request;
+        --pending.parts_in_flight;
+        if (pending.status.ok()) {
+          pending.status = status;
+          pending.dropped = true;  // Answered without compute, like an expired request.
+          ++aborted;
+        }
+        if (pending.finished()) to_answer.push_back(std::move(part.request));
+      }
+    }
+  }
+  work_available_.notify_all();
+  ReportQueueDepth();
+  for (std::shared_ptr<PendingRequest>& pending : to_answer) Answer(*pending);
+  return aborted;
 }
 
 BatchScheduler::QueueStats BatchScheduler::Impl::Stats() const {
@@ -462,6 +495,8 @@ absl::Status BatchScheduler::Submit(InferenceRequest request) {
 }
 
 void BatchScheduler::Shutdown() { impl_->Shutdown(); }
+
+int BatchScheduler::AbortQueued(const absl::Status& status) { return impl_->AbortQueued(status); }
 
 BatchScheduler::QueueStats BatchScheduler::Stats() const { return impl_->Stats(); }
 

@@ -27,9 +27,9 @@
 //   code); the parts of those requests still queued are dropped; other requests are unaffected.
 //
 // Every request accepted by Submit has its `done` called exactly once, on a worker thread (or on
-// the thread calling Shutdown), never while a scheduler lock is held. `done` and the observer may
-// call Submit and Stats but must not call Shutdown or destroy the scheduler (a worker cannot join
-// itself).
+// the thread calling Shutdown or AbortQueued), never while a scheduler lock is held. `done` and
+// the observer may call Submit and Stats but must not call Shutdown or destroy the scheduler (a
+// worker cannot join itself).
 #pragma once
 
 #include <atomic>
@@ -91,9 +91,9 @@ class BatchObserver {
   // serialized by a lock of their own and report the totals read at the time of the call, so the
   // last report always matches the queue (the only observer call made with a lock held).
   virtual void OnQueueDepth(int requests, int64_t sequences, int64_t tokens) = 0;
-  // A request answered without compute: DEADLINE_EXCEEDED or CANCELLED (also when a split
-  // request's rest is dropped after some of its parts were computed, and when it could no longer
-  // be answered before its deadline).
+  // A request answered without compute: DEADLINE_EXCEEDED, CANCELLED or AbortQueued's status
+  // (also when a split request's rest is dropped after some of its parts were computed, and when
+  // it could no longer be answered before its deadline).
   virtual void OnDropped(absl::StatusCode code) = 0;
 };
 
@@ -148,6 +148,14 @@ class BatchScheduler {
 
   // Stops accepting, lets the workers finish every queued request, joins them. Idempotent.
   void Shutdown();
+
+  // For a drain whose grace period is over: stops accepting (Submit answers UNAVAILABLE, as after
+  // Shutdown) and answers every queued request with `status` on the calling thread, never
+  // computing it. Batches already on an engine run to their end: a request wholly in them is
+  // answered as usual, a split one whose rest was queued gets `status` when they end. Requests
+  // whose deadline passed or that were cancelled keep that answer. Returns how many requests get
+  // `status`. Shutdown still joins the workers, once their batches end.
+  int AbortQueued(const absl::Status& status);
 
   struct QueueStats {
     int requests = 0;

@@ -3,19 +3,30 @@
 //
 // Configuration comes from a YAML file (--config, see config/server.yaml) or, for a quick start,
 // from one checkpoint directory (--model); flags and --set override single settings. SIGTERM or
-// SIGINT drains: health turns NOT_SERVING, new calls get UNAVAILABLE, every accepted request is
-// answered within drain_grace_period, and the process exits 0.
+// SIGINT drains: health turns NOT_SERVING, new calls get UNAVAILABLE, accepted requests are
+// answered as usual for up to drain_grace_period, then whatever is still queued is answered
+// UNAVAILABLE without being computed (batches already on an engine end), and the process exits:
+// 0 when every accepted request got an answer, 1 when some did not. A second SIGTERM or SIGINT
+// during the drain ends the grace period at once (same answers, same exit codes); further ones
+// change nothing. The signals are handled the same whichever thread takes them: their handler
+// only writes to a pipe that the main thread reads.
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "dflash_revision.h"  // Generated: DFLASH_REVISION (cmake/DflashRevision.cmake).
 #include "engine/common/logging.h"
@@ -86,6 +97,51 @@ void SetLogLevel(const std::string& level) {
   dflash::Log().set_level(spdlog::level::from_str(level));
 }
 
+// The pipe through which the signal handler reports SIGTERM / SIGINT: its write end is
+// non-blocking, so the handler never waits, whatever thread it runs on.
+int signal_pipe[2] = {-1, -1};
+
+// Async-signal-safe: writes the signal number and nothing else. A process-wide handler, unlike a
+// signal mask, also covers threads started before main (OpenBLAS starts its pool from a
+// shared-library constructor), which would otherwise take the signal with its default action.
+extern "C" void OnTerminationSignal(int signal_number) {
+  const int saved_errno = errno;
+  const auto byte = static_cast<unsigned char>(signal_number);
+  (void)!write(signal_pipe[1], &byte, 1);
+  errno = saved_errno;
+}
+
+absl::Status InstallSignalHandlers() {
+  if (pipe2(signal_pipe, O_CLOEXEC) != 0 ||
+      fcntl(signal_pipe[1], F_SETFL, fcntl(signal_pipe[1], F_GETFL) | O_NONBLOCK) != 0) {
+    return absl::InternalError(absl::StrCat("cannot create the signal pipe: errno ", errno));
+  }
+  struct sigaction action = {};
+  action.sa_handler = OnTerminationSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  if (sigaction(SIGTERM, &action, nullptr) != 0 || sigaction(SIGINT, &action, nullptr) != 0) {
+    return absl::InternalError(absl::StrCat("cannot install the signal handlers: errno ", errno));
+  }
+  return absl::OkStatus();
+}
+
+// The next signal number from the pipe; 0 is the main thread's own "stop reading". Waits in
+// poll() rather than read(): ThreadSanitizer runs a signal's handler while its thread waits in a
+// call it knows may block (poll, not read), and otherwise only after that call returns.
+int ReadSignal() {
+  pollfd readable = {signal_pipe[0], POLLIN, 0};
+  unsigned char byte = 0;
+  while (poll(&readable, 1, -1) < 1 || read(signal_pipe[0], &byte, 1) != 1) {
+    if (errno != EINTR && errno != EAGAIN) return 0;
+  }
+  return byte;
+}
+
+const char* SignalName(int signal_number) {
+  return signal_number == SIGTERM ? "SIGTERM" : signal_number == SIGINT ? "SIGINT" : "a signal";
+}
+
 int Serve() {
   absl::StatusOr<ServerConfig> config = BuildConfig();
   if (!config.ok()) {
@@ -98,8 +154,13 @@ int Serve() {
   }
   SetLogLevel(config->logging.level);
 
-  // SIGTERM/SIGINT are taken by sigwait below, not by an async handler: every thread started
-  // from here on inherits the blocked mask.
+  // From here on SIGTERM/SIGINT only write to the signal pipe; one arriving while the models load
+  // is read once serving starts. The threads the runtime starts inherit a mask that blocks them,
+  // so that the handler interrupts the main thread (unblocked again below) rather than a worker.
+  if (absl::Status installed = InstallSignalHandlers(); !installed.ok()) {
+    dflash::Log().error("cannot start: {}", installed.ToString());
+    return 1;
+  }
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -119,14 +180,29 @@ int Serve() {
       (*runtime)->metrics_port() > 0
           ? absl::StrCat(", metrics on http port ", (*runtime)->metrics_port(), " at /metrics")
           : std::string());
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  dflash::Log().info("received {}; draining (grace period {})",
-                     signal_number == SIGTERM ? "SIGTERM" : "SIGINT",
-                     absl::FormatDuration(config->drain_grace_period));
-  const int64_t unanswered = (*runtime)->Drain(config->drain_grace_period);
-  if (unanswered > 0) {
-    dflash::Log().error("grace period over with {} requests unanswered", unanswered);
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+  const int signal_number = ReadSignal();
+  dflash::Log().info("received {}; draining (grace period {}; a second signal ends it now)",
+                     SignalName(signal_number), absl::FormatDuration(config->drain_grace_period));
+  // Signals during the drain end its grace period; the 0 written after the drain ends the watch.
+  std::thread watcher([&runtime] {
+    while (const int next = ReadSignal()) {
+      dflash::Log().warn("received {} during the drain; ending the grace period now",
+                         SignalName(next));
+      (*runtime)->EndGracePeriod();
+    }
+  });
+  const DrainResult drained = (*runtime)->Drain(config->drain_grace_period);
+  const unsigned char stop = 0;
+  (void)!write(signal_pipe[1], &stop, 1);
+  watcher.join();
+  if (drained.unavailable_at_deadline > 0) {
+    dflash::Log().warn(
+        "grace period over: {} queued requests were answered UNAVAILABLE without being computed",
+        drained.unavailable_at_deadline);
+  }
+  if (drained.unanswered > 0) {
+    dflash::Log().error("drain over with {} accepted requests unanswered", drained.unanswered);
     return 1;
   }
   dflash::Log().info("drained; every accepted request was answered");
@@ -141,8 +217,11 @@ int main(int argc, char** argv) {
       "Serves DeBERTa-v2/v3 models over gRPC (dflash.v1.InferenceService).\n\n"
       "  dflash-server --config=config/server.yaml\n"
       "  dflash-server --model=build/demo-model --listen=127.0.0.1:50051\n\n"
-      "SIGTERM/SIGINT drain gracefully. Health: grpc.health.v1; metrics: http://<metrics_listen>"
-      "/metrics.");
+      "SIGTERM/SIGINT drain gracefully: accepted requests are answered for up to\n"
+      "server.drain_grace_period, then what is still queued is answered UNAVAILABLE; a second\n"
+      "SIGTERM/SIGINT ends the grace period at once. Exit status 0 when every accepted request\n"
+      "was answered, 1 when some were not (or the server could not start), 2 for a bad\n"
+      "configuration. Health: grpc.health.v1; metrics: http://<metrics_listen>/metrics.");
   absl::ParseCommandLine(argc, argv);
   return dflash::serving::Serve();
 }

@@ -1,11 +1,20 @@
 #include "server/config/server_config.h"
 
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include <algorithm>
 #include <array>
 #include <exception>
+#include <memory>
 #include <optional>
+#include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -26,6 +35,7 @@ constexpr absl::string_view kServerKeys[] = {"listen",
                                              "metrics_listen",
                                              "drain_grace_period",
                                              "max_message_bytes",
+                                             "max_metadata_bytes",
                                              "worker_threads",
                                              "max_inflight_requests",
                                              "tls",
@@ -126,6 +136,8 @@ class ConfigReader {
                             server.Duration("drain_grace_period", config.drain_grace_period));
     DFLASH_ASSIGN_OR_RETURN(config.max_message_bytes,
                             server.ByteSize("max_message_bytes", config.max_message_bytes));
+    DFLASH_ASSIGN_OR_RETURN(config.max_metadata_bytes,
+                            server.ByteSize("max_metadata_bytes", config.max_metadata_bytes));
     DFLASH_ASSIGN_OR_RETURN(config.worker_threads,
                             server.Int("worker_threads", config.worker_threads));
     DFLASH_ASSIGN_OR_RETURN(config.max_inflight_requests,
@@ -264,9 +276,8 @@ absl::StatusOr<std::filesystem::path> AbsolutePath(const std::filesystem::path& 
 }
 
 // A PEM file the server will read at startup: checked now so the error can name the config line.
-absl::Status CheckPemFile(const std::string& file, absl::string_view key_path,
-                          const YamlLocations& locations) {
-  if (file.empty()) return absl::OkStatus();
+absl::StatusOr<std::string> ReadPemFile(const std::string& file, absl::string_view key_path,
+                                        const YamlLocations& locations) {
   absl::StatusOr<std::string> text = ReadFile(file, size_t{1} << 20);
   if (!text.ok()) {
     return locations.Error(key_path,
@@ -276,6 +287,83 @@ absl::Status CheckPemFile(const std::string& file, absl::string_view key_path,
     return locations.Error(key_path, absl::StrCat(file,
                                                   " is not a PEM file (no '-----BEGIN' "
                                                   "line); give the PEM-encoded file"));
+  }
+  return text;
+}
+
+struct BioFree {
+  void operator()(BIO* bio) const { BIO_free(bio); }
+};
+struct X509Free {
+  void operator()(X509* certificate) const { X509_free(certificate); }
+};
+struct PkeyFree {
+  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
+};
+using UniqueBio = std::unique_ptr<BIO, BioFree>;
+using UniqueX509 = std::unique_ptr<X509, X509Free>;
+using UniquePkey = std::unique_ptr<EVP_PKEY, PkeyFree>;
+
+UniqueBio MemoryBio(const std::string& text) {
+  return UniqueBio(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
+}
+
+// OpenSSL's reason for the last failure (its error queue is left empty), for messages.
+std::string OpenSslReason() {
+  const unsigned long error = ERR_peek_last_error();  // NOLINT(runtime/int): OpenSSL's type.
+  const char* reason = error != 0 ? ERR_reason_error_string(error) : nullptr;
+  ERR_clear_error();
+  return reason != nullptr ? reason : "unknown error";
+}
+
+// Refuses a passphrase: without this OpenSSL would prompt for one on the terminal.
+int NoPassphrase(char* /*buffer*/, int /*size*/, int /*rwflag*/, void* /*userdata*/) { return 0; }
+
+// The certificates of a PEM file (at least one), or the error naming the file.
+absl::StatusOr<std::vector<UniqueX509>> ParseCertificates(const std::string& file,
+                                                          absl::string_view key_path,
+                                                          const YamlLocations& locations) {
+  DFLASH_ASSIGN_OR_RETURN(const std::string text, ReadPemFile(file, key_path, locations));
+  const UniqueBio bio = MemoryBio(text);
+  std::vector<UniqueX509> certificates;
+  while (X509* certificate = PEM_read_bio_X509(bio.get(), nullptr, NoPassphrase, nullptr)) {
+    certificates.emplace_back(certificate);
+  }
+  ERR_clear_error();  // The loop ends on "no start line", which is no error once one was read.
+  if (certificates.empty()) {
+    return locations.Error(key_path, absl::StrCat(file,
+                                                  " holds no PEM certificate ('-----BEGIN "
+                                                  "CERTIFICATE-----' block) that OpenSSL can "
+                                                  "parse"));
+  }
+  return certificates;
+}
+
+// The server's certificate, its private key and the client CA, parsed as gRPC will parse them:
+// a bad file otherwise surfaces only after every model loaded, as gRPC failing to listen.
+absl::Status CheckTlsFiles(const TlsConfig& tls, const YamlLocations& locations) {
+  if (!tls.enabled()) return absl::OkStatus();
+  DFLASH_ASSIGN_OR_RETURN(const std::vector<UniqueX509> chain,
+                          ParseCertificates(tls.cert_file, "server.tls.cert_file", locations));
+  DFLASH_ASSIGN_OR_RETURN(const std::string key_text,
+                          ReadPemFile(tls.key_file, "server.tls.key_file", locations));
+  const UniqueBio key_bio = MemoryBio(key_text);
+  const UniquePkey key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, NoPassphrase, nullptr));
+  if (key == nullptr) {
+    return locations.Error(
+        "server.tls.key_file",
+        absl::StrCat(tls.key_file, " holds no private key OpenSSL can parse (", OpenSslReason(),
+                     "); give the unencrypted PEM private key of server.tls.cert_file"));
+  }
+  if (X509_check_private_key(chain.front().get(), key.get()) != 1) {
+    return locations.Error(
+        "server.tls.key_file",
+        absl::StrCat(tls.key_file, " is not the private key of the certificate in ", tls.cert_file,
+                     " (", OpenSslReason(), "); give the key the certificate was issued for"));
+  }
+  if (!tls.client_ca_file.empty()) {
+    DFLASH_RETURN_IF_ERROR(
+        ParseCertificates(tls.client_ca_file, "server.tls.client_ca_file", locations).status());
   }
   return absl::OkStatus();
 }
@@ -292,10 +380,7 @@ absl::StatusOr<ServerConfig> ParseTree(YAML::Node root, const std::filesystem::p
   config.source = std::string(source_name);
   DFLASH_RETURN_IF_ERROR(ValidateServerConfig(config, locations));
 
-  DFLASH_RETURN_IF_ERROR(CheckPemFile(config.tls.cert_file, "server.tls.cert_file", locations));
-  DFLASH_RETURN_IF_ERROR(CheckPemFile(config.tls.key_file, "server.tls.key_file", locations));
-  DFLASH_RETURN_IF_ERROR(
-      CheckPemFile(config.tls.client_ca_file, "server.tls.client_ca_file", locations));
+  DFLASH_RETURN_IF_ERROR(CheckTlsFiles(config.tls, locations));
   if (!config.auth.api_keys_file.empty()) {
     if (absl::Status keys = ReadApiKeysFile(config.auth.api_keys_file).status(); !keys.ok()) {
       return locations.Error("server.auth.api_keys_file", keys.message());

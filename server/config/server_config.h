@@ -101,11 +101,19 @@ struct ModelEntry {
   RequestLimitsConfig limits;
 };
 
+// The range of server.max_metadata_bytes: below gRPC's default of 8 KiB ordinary calls would
+// fail; above 1 MiB one connection's headers could hold that much memory per call.
+inline constexpr int kDefaultMaxMetadataBytes = 8 << 10;
+inline constexpr int kMaxMaxMetadataBytes = 1 << 20;
+
 struct ServerConfig {
   std::string listen = "0.0.0.0:50051";
   std::string metrics_listen = "0.0.0.0:9464";  // "": no metrics endpoint.
   absl::Duration drain_grace_period = absl::Seconds(30);
   int max_message_bytes = 16 << 20;
+  // Request headers (metadata) one call may send; gRPC's own default. A call over it fails, and
+  // with it every other call in flight on its connection.
+  int max_metadata_bytes = kDefaultMaxMetadataBytes;
   int worker_threads = 0;            // Tokenization/validation pool; 0: number of cores.
   int max_inflight_requests = 4096;  // Whole server, across models; 0: no limit.
   TlsConfig tls;

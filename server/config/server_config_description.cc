@@ -89,7 +89,8 @@ std::string DescribeServerConfig(const ServerConfig& config) {
   absl::StrAppend(&text, "  metrics ",
                   config.metrics_listen.empty() ? "off" : config.metrics_listen, ", drain grace ",
                   absl::FormatDuration(config.drain_grace_period), ", max message ",
-                  Bytes(config.max_message_bytes), ", worker threads ",
+                  Bytes(config.max_message_bytes), ", max metadata ",
+                  Bytes(config.max_metadata_bytes), ", worker threads ",
                   config.worker_threads == 0 ? "one per core" : absl::StrCat(config.worker_threads),
                   ", ", Limit(config.max_inflight_requests, "requests in flight"), "\n");
   absl::StrAppend(&text, "  log level ", config.logging.level, ", request content ",

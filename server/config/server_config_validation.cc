@@ -106,6 +106,13 @@ absl::Status CheckServer(const ServerConfig& config, const YamlLocations& locati
   }
   DFLASH_RETURN_IF_ERROR(
       CheckAtLeast(locations, "server.max_message_bytes", config.max_message_bytes, 1));
+  if (config.max_metadata_bytes < kDefaultMaxMetadataBytes ||
+      config.max_metadata_bytes > kMaxMaxMetadataBytes) {
+    return locations.Error(
+        "server.max_metadata_bytes",
+        absl::StrCat("must be between ", kDefaultMaxMetadataBytes, " (8KiB, gRPC's default) and ",
+                     kMaxMaxMetadataBytes, " (1MiB), got ", config.max_metadata_bytes));
+  }
   DFLASH_RETURN_IF_ERROR(
       CheckAtLeast(locations, "server.worker_threads", config.worker_threads, 0, "one per core"));
   DFLASH_RETURN_IF_ERROR(CheckAtLeast(locations, "server.max_inflight_requests",

@@ -114,6 +114,16 @@ MHD_Result HandleRequest(void* registry, MHD_Connection* connection, const char*
                  std::string(kTextExpositionContentType));
 }
 
+// Connections at once, in all and from one client address. Each idle connection holds a slot (and
+// a thread) until it times out: the per-client limit keeps one client (a scanner, a leaking
+// client, an attacker) from taking every slot and locking the scrapers out; Prometheus holds one
+// connection per scraper.
+constexpr unsigned int kMaxConnections = 64;
+constexpr unsigned int kMaxConnectionsPerClient = 8;
+// Seconds a connection may stay idle. A scrape is one request and its answer; Prometheus
+// reconnects when its kept-alive connection was closed in between.
+constexpr unsigned int kIdleTimeoutSeconds = 5;
+
 }  // namespace
 
 void MetricsHttpServer::LogMessage(void* log, const char* format, va_list arguments) {
@@ -176,8 +186,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
         // The logger first, so that it receives the messages about the other options too.
         MHD_OPTION_EXTERNAL_LOGGER, &LogMessage, server->error_log_.get(), MHD_OPTION_SOCK_ADDR,
         static_cast<const sockaddr*>(address->ai_addr), MHD_OPTION_CONNECTION_LIMIT,
-        static_cast<unsigned int>(32), MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned int>(30),
-        MHD_OPTION_END);
+        kMaxConnections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, kMaxConnectionsPerClient,
+        MHD_OPTION_CONNECTION_TIMEOUT, kIdleTimeoutSeconds, MHD_OPTION_END);
   }
   {
     std::lock_guard<std::mutex> lock(server->error_log_->mutex);

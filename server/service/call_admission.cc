@@ -43,9 +43,17 @@ bool CallAdmission::draining() const {
   return draining_;
 }
 
-bool CallAdmission::WaitIdle(absl::Time deadline) {
+bool CallAdmission::WaitIdle(absl::Time deadline, bool interruptible) {
   std::unique_lock<std::mutex> lock(mutex_);
-  return idle_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return inflight_ == 0; });
+  idle_.wait_until(lock, absl::ToChronoTime(deadline),
+                   [&] { return inflight_ == 0 || (interruptible && interrupted_); });
+  return inflight_ == 0;
+}
+
+void CallAdmission::Interrupt() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  interrupted_ = true;
+  idle_.notify_all();
 }
 
 int64_t CallAdmission::inflight() const {

@@ -27,8 +27,12 @@ class CallAdmission {
   // From now on Admit() refuses with UNAVAILABLE.
   void StartDraining();
   bool draining() const;
-  // Waits until no admitted request is left or `deadline` passes; true when none is left.
-  bool WaitIdle(absl::Time deadline);
+  // Waits until no admitted request is left or `deadline` passes (or, when `interruptible`,
+  // Interrupt() is called); true when none is left.
+  bool WaitIdle(absl::Time deadline, bool interruptible = false);
+  // Ends every interruptible WaitIdle at once, the current one and later ones: a second signal
+  // during a drain ends its grace period. Thread-safe.
+  void Interrupt();
   int64_t inflight() const;
 
  private:
@@ -38,6 +42,7 @@ class CallAdmission {
   std::condition_variable idle_;
   int64_t inflight_ ABSL_GUARDED_BY(mutex_) = 0;
   bool draining_ ABSL_GUARDED_BY(mutex_) = false;
+  bool interrupted_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace dflash::serving

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "engine/common/logging.h"
 #include "engine/common/status_macros.h"
 #include "engine/cpu/cpu_engine.h"
@@ -19,6 +20,25 @@ namespace dflash::serving {
 namespace {
 
 using Engines = std::vector<std::unique_ptr<Engine>>;
+
+// DFLASH_TEST_NULL_ENGINE_DELAY (a duration, e.g. "500ms"): every null-engine batch sleeps this
+// long, so that tests of the whole dflash-server process can keep requests queued (drain and
+// signal tests). For tests only; unset in service.
+absl::StatusOr<absl::Duration> NullEngineTestDelay() {
+  const char* text = std::getenv("DFLASH_TEST_NULL_ENGINE_DELAY");
+  if (text == nullptr || *text == '\0') return absl::ZeroDuration();
+  absl::Duration delay;
+  if (!absl::ParseDuration(text, &delay) || delay < absl::ZeroDuration() ||
+      delay == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DFLASH_TEST_NULL_ENGINE_DELAY: expected a finite duration such as "
+                     "\"500ms\", got '",
+                     text, "'"));
+  }
+  Log().warn("null engine batches sleep {} each (DFLASH_TEST_NULL_ENGINE_DELAY; tests only)",
+             absl::FormatDuration(delay));
+  return delay;
+}
 
 absl::StatusOr<Engines> CreateCpuEngine(const ModelEntry& entry, Checkpoint checkpoint) {
   if (entry.dtype == DtypeChoice::kFloat16 || entry.dtype == DtypeChoice::kBfloat16) {
@@ -113,8 +133,9 @@ absl::StatusOr<Engines> CreateEngines(const ModelEntry& entry, Checkpoint checkp
   switch (entry.backend) {
     case BackendChoice::kNull: {
       Log().warn("model '{}' uses the null engine: every output is zero", entry.name);
+      DFLASH_ASSIGN_OR_RETURN(const absl::Duration delay, NullEngineTestDelay());
       Engines engines;
-      engines.push_back(std::make_unique<NullEngine>(checkpoint.config));
+      engines.push_back(std::make_unique<NullEngine>(checkpoint.config, delay));
       return engines;
     }
     case BackendChoice::kCpu:

@@ -48,4 +48,10 @@ void ModelCatalog::ShutdownAll() {
   for (const auto& model : models_) model->scheduler().Shutdown();
 }
 
+int64_t ModelCatalog::AbortQueuedAll(const absl::Status& status) {
+  int64_t aborted = 0;
+  for (const auto& model : models_) aborted += model->scheduler().AbortQueued(status);
+  return aborted;
+}
+
 }  // namespace dflash::serving

@@ -1,10 +1,12 @@
 // The served models by id, in configuration order.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/service/served_model.h"
@@ -24,6 +26,8 @@ class ModelCatalog {
 
   // Stops every model's batcher after it has answered all queued requests.
   void ShutdownAll();
+  // BatchScheduler::AbortQueued on every model; the number of requests answered `status`.
+  int64_t AbortQueuedAll(const absl::Status& status);
 
  private:
   std::vector<std::unique_ptr<ServedModel>> models_;

@@ -118,6 +118,8 @@ absl::Status ServingRuntime::StartGrpc(const ServerConfig& config) {
   builder.AddListeningPort(config.listen, credentials, &port_);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   builder.SetMaxSendMessageSize(config.max_message_bytes);
+  // Over this limit gRPC fails the call's whole connection, every other call on it included.
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, config.max_metadata_bytes);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
@@ -132,27 +134,39 @@ absl::Status ServingRuntime::StartGrpc(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
-int64_t ServingRuntime::Drain(absl::Duration grace) {
-  if (drained_) return 0;
+DrainResult ServingRuntime::Drain(absl::Duration grace) {
+  DrainResult result;
+  if (drained_) return result;
   drained_ = true;
   const absl::Time deadline = absl::Now() + grace;
   // Load balancers and Kubernetes see NOT_SERVING first and stop sending new traffic.
   if (server_ != nullptr) server_->GetHealthCheckService()->Shutdown();
-  int64_t unanswered = 0;
   if (admission_ != nullptr) {
     admission_->StartDraining();
-    if (!admission_->WaitIdle(deadline)) unanswered = admission_->inflight();
+    if (!admission_->WaitIdle(deadline, /*interruptible=*/true)) {
+      // The grace period is over: what is still queued would keep the process past it.
+      result.unavailable_at_deadline = catalog_.AbortQueuedAll(absl::UnavailableError(
+          "the server is shutting down and its drain grace period ended before this request "
+          "was computed; retry on another replica"));
+      admission_->WaitIdle(absl::Now() + kDrainAnswerMargin);
+    }
   }
-  // Anything still queued is answered by the batchers before they stop.
+  // Nothing is queued any more unless the grace period let it all be answered; the workers end
+  // with their last batch.
   catalog_.ShutdownAll();
+  if (admission_ != nullptr) result.unanswered = admission_->inflight();
   if (server_ != nullptr) {
-    // Every accepted request is answered by now (or the grace period is over): a short margin
-    // lets the last answers be written, then idle streams and late calls are cancelled.
+    // Every accepted request is answered by now (or counted above): a short margin lets the last
+    // answers be written, then idle streams and late calls are cancelled.
     server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
     server_->Wait();
   }
   metrics_server_.reset();
-  return unanswered;
+  return result;
+}
+
+void ServingRuntime::EndGracePeriod() {
+  if (admission_ != nullptr) admission_->Interrupt();
 }
 
 ServingRuntime::~ServingRuntime() { Drain(absl::ZeroDuration()); }

@@ -32,6 +32,18 @@ using ModelLoader = std::function<absl::StatusOr<std::unique_ptr<ServedModel>>(
 // the inference service's full name.
 inline constexpr char kInferenceServiceName[] = "dflash.v1.InferenceService";
 
+// How a drain ended.
+struct DrainResult {
+  // Accepted requests still unanswered when the drain ended (0: every one got an answer).
+  int64_t unanswered = 0;
+  // Queued requests answered UNAVAILABLE, never computed, when the grace period ended.
+  int64_t unavailable_at_deadline = 0;
+};
+
+// After the grace period: how long batches already on an engine, and calls between admission and
+// their batcher, get to deliver their answers before the drain counts what is left.
+inline constexpr absl::Duration kDrainAnswerMargin = absl::Seconds(2);
+
 class ServingRuntime {
  public:
   // Loads every model (warm-up included), then starts serving. Errors leave nothing running.
@@ -47,11 +59,15 @@ class ServingRuntime {
   int port() const { return port_; }
   int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
 
-  // Graceful shutdown: health turns NOT_SERVING, new calls get UNAVAILABLE, every accepted request
-  // is answered (waiting up to `grace`), then batchers and the gRPC server stop. Returns how many
-  // accepted requests were still unanswered when the grace period ran out (0: nothing lost).
-  // Idempotent.
-  int64_t Drain(absl::Duration grace);
+  // Graceful shutdown: health turns NOT_SERVING, new calls get UNAVAILABLE, and accepted requests
+  // are answered as usual for up to `grace` (or until EndGracePeriod). Then whatever is still
+  // queued is answered UNAVAILABLE without being computed, batches already on an engine end (the
+  // wait for their answers is bounded by kDrainAnswerMargin), and batchers and the gRPC server
+  // stop. Idempotent: a second call returns an empty result at once.
+  DrainResult Drain(absl::Duration grace);
+  // Ends the grace period of a running Drain now, or of the next one at its start. Thread-safe
+  // (dflash-server calls it on a second SIGTERM / SIGINT).
+  void EndGracePeriod();
 
   const ModelCatalog& catalog() const { return catalog_; }
   metrics::Registry& registry() { return registry_; }

@@ -704,6 +704,37 @@ TEST(DeadlineTest, BurstWithShortDeadlinesIsAnsweredInTimeOrRefused) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Request headers: server.max_metadata_bytes.
+// ---------------------------------------------------------------------------------------------
+
+// A Classify call carrying `header_bytes` bytes of one custom header, on a fresh channel.
+grpc::Status ClassifyWithLargeHeader(TestServer& server, size_t header_bytes) {
+  auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
+  auto stub = v1::InferenceService::NewStub(channel);
+  auto context = NewContext();
+  context->AddMetadata("x-large-header", std::string(header_bytes, 'h'));
+  v1::ClassifyResponse response;
+  return stub->Classify(context.get(), ClassifyOf("headers"), &response);
+}
+
+// gRPC refuses request headers over its default 8 KiB (and with them every other call on the
+// connection); server.max_metadata_bytes raises the limit for clients that need more.
+TEST(MetadataLimitTest, HeadersUnderTheConfiguredLimitPassWhereTheDefaultRefusesThem) {
+  constexpr size_t kHeaderBytes = 20 << 10;
+  ServerConfig config = TestServerConfig({TestModelEntry("demo", DemoModelDir(), kMaxBatchTokens)});
+  {
+    absl::StatusOr<std::unique_ptr<TestServer>> defaults = TestServer::Start(config);
+    ASSERT_TRUE(defaults.ok()) << defaults.status();
+    EXPECT_FALSE(ClassifyWithLargeHeader(**defaults, kHeaderBytes).ok());
+  }
+  config.max_metadata_bytes = 64 << 10;
+  absl::StatusOr<std::unique_ptr<TestServer>> raised = TestServer::Start(config);
+  ASSERT_TRUE(raised.ok()) << raised.status();
+  const grpc::Status status = ClassifyWithLargeHeader(**raised, kHeaderBytes);
+  EXPECT_TRUE(status.ok()) << status.error_code() << ": " << status.error_message();
+}
+
+// ---------------------------------------------------------------------------------------------
 // UNAVAILABLE while draining, and 9. graceful drain loses nothing.
 // ---------------------------------------------------------------------------------------------
 
@@ -720,7 +751,7 @@ TEST(DrainTest, UnavailableWhileDraining) {
   ASSERT_TRUE(control->WaitForBatches(batches + 1));
 
   int64_t unanswered = -1;
-  std::thread drain([&] { unanswered = server.runtime().Drain(absl::Seconds(30)); });
+  std::thread drain([&] { unanswered = server.runtime().Drain(absl::Seconds(30)).unanswered; });
   EXPECT_TRUE(WaitForHealth(server.health(), "", HealthStatus::NOT_SERVING));
   EXPECT_TRUE(
       WaitForHealth(server.health(), serving::kInferenceServiceName, HealthStatus::NOT_SERVING));
@@ -785,7 +816,7 @@ TEST(DrainTest, GracefulDrainAnswersEveryAcceptedRequest) {
   ASSERT_GT(control->sequences(), sequences_before) << "nothing reached the engine";
 
   int64_t unanswered = -1;
-  std::thread drain([&] { unanswered = server.runtime().Drain(absl::Seconds(30)); });
+  std::thread drain([&] { unanswered = server.runtime().Drain(absl::Seconds(30)).unanswered; });
   EXPECT_TRUE(WaitForHealth(server.health(), "", HealthStatus::NOT_SERVING));
   v1::ClassifyResponse late;
   EXPECT_EQ(server.stub().Classify(NewContext().get(), ClassifyOf("late"), &late).error_code(),
@@ -808,6 +839,71 @@ TEST(DrainTest, GracefulDrainAnswersEveryAcceptedRequest) {
   }
   drain.join();
   EXPECT_EQ(unanswered, 0);
+}
+
+// A server whose engine holds one batch at its closed gate while kQueued more requests wait in
+// the queue behind it: the state in which a drain's grace period can run out.
+class DrainDeadlineTest : public ::testing::Test {
+ protected:
+  static constexpr int kQueued = 4;
+
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<TestServer>> started = TestServer::Start(
+        TestServerConfig({TestModelEntry("demo", DemoModelDir(), kMaxBatchTokens)}),
+        GatedLoader({{"demo", control_}}, InnerEngine::kNull));
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = *std::move(started);
+    control_->Close();
+    batches_before_ = control_->batches();
+    held_ = StartClassify(server_->stub(), ClassifyOf("held at the engine"));
+    ASSERT_TRUE(control_->WaitForBatches(batches_before_ + 1));
+    for (int i = 0; i < kQueued; ++i) {
+      queued_.push_back(StartClassify(server_->stub(), ClassifyOf(absl::StrCat("queued ", i))));
+    }
+    ASSERT_TRUE(server_->WaitForQueuedRequests("demo", kQueued));
+  }
+  void TearDown() override { control_->Open(); }
+
+  // Every queued call is answered UNAVAILABLE while the held batch is still at the closed gate;
+  // then the held one is answered as usual, and the queued ones never reached the engine.
+  void ExpectQueuedAnsweredUnavailable(std::thread& drain, const serving::DrainResult& result) {
+    for (const auto& call : queued_) {
+      const grpc::Status status = call->Wait();
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE) << status.error_message();
+      EXPECT_THAT(status.error_message(), HasSubstr("grace period ended"));
+    }
+    EXPECT_FALSE(held_->done()) << "the held batch was answered before the gate opened";
+    control_->Open();
+    EXPECT_TRUE(held_->Wait().ok()) << held_->status.error_message();
+    drain.join();
+    EXPECT_EQ(result.unanswered, 0);
+    EXPECT_EQ(result.unavailable_at_deadline, kQueued);
+    EXPECT_EQ(control_->batches(), batches_before_ + 1);
+    EXPECT_EQ(server_->QueueStats("demo").requests, 0);
+  }
+
+  std::shared_ptr<EngineControl> control_ = std::make_shared<EngineControl>();
+  std::unique_ptr<TestServer> server_;
+  int batches_before_ = 0;
+  std::unique_ptr<AsyncClassify> held_;
+  std::vector<std::unique_ptr<AsyncClassify>> queued_;
+};
+
+// The grace period bounds the drain: what is still queued when it ends is answered UNAVAILABLE,
+// not computed, and counted as answered.
+TEST_F(DrainDeadlineTest, QueuedRequestsAreAnsweredUnavailableWhenTheGracePeriodEnds) {
+  serving::DrainResult result;
+  std::thread drain([&] { result = server_->runtime().Drain(absl::Milliseconds(100)); });
+  ExpectQueuedAnsweredUnavailable(drain, result);
+}
+
+// What dflash-server does on a second signal: the grace period ends at once.
+TEST_F(DrainDeadlineTest, EndGracePeriodEndsALongGracePeriodNow) {
+  serving::DrainResult result;
+  std::thread drain([&] { result = server_->runtime().Drain(absl::Hours(1)); });
+  EXPECT_TRUE(WaitForHealth(server_->health(), "", HealthStatus::NOT_SERVING));
+  server_->runtime().EndGracePeriod();
+  ExpectQueuedAnsweredUnavailable(drain, result);
 }
 
 }  // namespace

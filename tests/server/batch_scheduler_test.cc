@@ -1211,6 +1211,34 @@ TEST(BatchSchedulerTest, ShutdownAnswersEveryAcceptedRequestThenRefusesNewOnes) 
   EXPECT_EQ(harness.answers().total_calls(), 6 + probes);
 }
 
+// A drain whose grace period ended: the queue is answered with the given status on the calling
+// thread, never computed; the batch on the engine ends as usual, and the split request it holds a
+// part of gets the status once that part ends; Submit refuses from then on.
+TEST(BatchSchedulerTest, AbortQueuedAnswersTheQueueWithoutComputeAndLetsTheEngineFinish) {
+  auto observer = std::make_shared<RecordingObserver>();
+  Harness harness(Budget(8, 1), 1, /*gated=*/true, observer);
+  // Request 1 is split: its first sequence is held on the engine, its second waits in the queue.
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 3), TaggedSequence(12, 3)})).ok());
+  ASSERT_TRUE(harness.log().WaitForBatches(1));
+  for (int r = 2; r <= 4; ++r) {
+    ASSERT_TRUE(harness.Submit(r, MakeRequest({TaggedSequence(10 * r + 1, 3)})).ok());
+  }
+  EXPECT_EQ(harness.scheduler().AbortQueued(absl::UnavailableError("shutting down")), 4);
+  EXPECT_EQ(harness.answers().total_calls(), 3);
+  for (int r = 2; r <= 4; ++r) harness.ExpectAnswerCode(r, absl::StatusCode::kUnavailable);
+  EXPECT_EQ(harness.answers().calls(1), 0) << "answered while a part was still running";
+  EXPECT_EQ(harness.scheduler().Stats().requests, 0);
+  EXPECT_EQ(harness.Submit(5, MakeRequest({TaggedSequence(51, 2)})).code(),
+            absl::StatusCode::kUnavailable);
+
+  harness.gate().Open();
+  harness.scheduler().Shutdown();
+  harness.ExpectAnswerCode(1, absl::StatusCode::kUnavailable);
+  EXPECT_EQ(harness.answers().total_calls(), 4);
+  EXPECT_EQ(harness.log().Batches().size(), 1u) << "a queued request was computed";
+  EXPECT_EQ(observer->dropped(), std::vector<absl::StatusCode>(4, absl::StatusCode::kUnavailable));
+}
+
 TEST(BatchSchedulerTest, EachEngineRunsBatchesInParallel) {
   constexpr int kEngines = 3;
   Harness harness(Budget(64, 1), kEngines, /*gated=*/true);

@@ -35,5 +35,20 @@ TEST(CallAdmissionTest, DrainingRefusesAndWaitsForTheLastAnswer) {
   EXPECT_EQ(admission.inflight(), 0);
 }
 
+// A second signal ends the drain's wait (an infinite one here) while requests are still in flight;
+// a wait that is not interruptible still sees the last answer.
+TEST(CallAdmissionTest, InterruptEndsInterruptibleWaitsOnly) {
+  CallAdmission admission(0, nullptr);
+  ASSERT_TRUE(admission.Admit().ok());
+  admission.StartDraining();
+  std::thread interrupter([&admission] { admission.Interrupt(); });
+  EXPECT_FALSE(admission.WaitIdle(absl::InfiniteFuture(), /*interruptible=*/true));
+  interrupter.join();
+  EXPECT_FALSE(admission.WaitIdle(absl::InfiniteFuture(), /*interruptible=*/true));
+  std::thread releaser([&admission] { admission.Release(); });
+  EXPECT_TRUE(admission.WaitIdle(absl::InfiniteFuture()));
+  releaser.join();
+}
+
 }  // namespace
 }  // namespace dflash::serving

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "server/metrics/metric_registry.h"
 #include "server/metrics/text_exposition.h"
@@ -43,6 +44,26 @@ int ConnectLoopback(int port, int family = AF_INET) {
     length = sizeof(sockaddr_in);
   }
   if (connect(fd, reinterpret_cast<sockaddr*>(&storage), length) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A TCP connection to 127.0.0.1 from the local address `from` (another loopback address, such as
+// 127.0.0.2: a second client); -1 when that address cannot be bound or the connection fails.
+int ConnectLoopbackFrom(int port, const char* from) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_port = htons(static_cast<uint16_t>(port));
+  remote.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (inet_pton(AF_INET, from, &local.sin_addr) != 1 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof(remote)) != 0) {
     close(fd);
     return -1;
   }
@@ -155,6 +176,41 @@ TEST_F(MetricsHttpServerTest, KeepsTheConnectionAlive) {
     EXPECT_EQ(response.body, expected_body) << "request " << i;
   }
   close(fd);
+}
+
+// Idle connections hold the endpoint's connection slots until they time out. More of them from
+// one client than the endpoint has slots in all must not lock out another client's scrape: the
+// per-client limit leaves slots free. The scrape's wait is bounded below the 30 s idle timeout
+// that once freed the slots (a scrape then waited for it, and the idle client could renew it).
+TEST_F(MetricsHttpServerTest, IdleConnectionsFromOneClientDoNotBlockAnotherClientsScrape) {
+  auto server = MetricsHttpServer::Start("127.0.0.1:0", registry_);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int probe = ConnectLoopbackFrom((*server)->port(), "127.0.0.2");
+  if (probe < 0) GTEST_SKIP() << "cannot connect from 127.0.0.2 here";
+  close(probe);
+
+  constexpr int kIdleConnections = 48;  // More than the endpoint ever had slots in all (32).
+  std::vector<int> idle;
+  for (int i = 0; i < kIdleConnections; ++i) {
+    const int fd = ConnectLoopback((*server)->port());
+    ASSERT_GE(fd, 0) << "idle connection " << i;
+    idle.push_back(fd);
+  }
+  const int fd = ConnectLoopbackFrom((*server)->port(), "127.0.0.2");
+  ASSERT_GE(fd, 0);
+  const timeval timeout{20, 0};  // Bounded: a scrape left waiting for a slot fails the test.
+  ASSERT_EQ(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout)), 0);
+  const std::string request = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  ASSERT_EQ(send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  std::string raw;
+  char buffer[4096];
+  ssize_t n = 0;
+  while ((n = recv(fd, buffer, sizeof(buffer), 0)) > 0) raw.append(buffer, n);
+  close(fd);
+  for (const int connection : idle) close(connection);
+  const Response response = Split(raw);
+  EXPECT_THAT(response.status_line, HasSubstr(" 200 "));
+  EXPECT_EQ(response.body, SerializeTextExposition(registry_));
 }
 
 TEST_F(MetricsHttpServerTest, AddressInUseNamesTheAddress) {

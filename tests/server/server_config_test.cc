@@ -52,7 +52,26 @@ void ExpectInvalid(const absl::StatusOr<ServerConfig>& result,
   for (absl::string_view part : parts) EXPECT_THAT(message, HasSubstr(std::string(part)));
 }
 
-constexpr char kPem[] = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+// The end-to-end tests' certificates (tests/e2e/certs): the config parses and matches them.
+std::filesystem::path TestCertsDir() {
+  return std::filesystem::path(DFLASH_SOURCE_DIR) / "tests/e2e/certs";
+}
+
+// cert.pem and key.pem (the test server's certificate and key) and ca.pem (the test CA).
+void CopyTestCertificates(const ScratchDirectory& dir) {
+  const auto copy = [&](absl::string_view from, absl::string_view to) {
+    std::filesystem::copy_file(TestCertsDir() / std::string(from), dir.path() / std::string(to),
+                               std::filesystem::copy_options::overwrite_existing);
+  };
+  copy("server.pem", "cert.pem");
+  copy("server.key", "key.pem");
+  copy("ca.pem", "ca.pem");
+}
+
+// PEM armour around bytes that are no DER: passes a look for '-----BEGIN', fails a parse.
+constexpr char kGarbageKey[] = "-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n";
+constexpr char kGarbageCertificate[] =
+    "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
 constexpr char kKeyA[] = "0123456789abcdef0123456789abcdef";
 constexpr char kKeyB[] = "fedcba9876543210fedcba9876543210";
 
@@ -102,9 +121,7 @@ TEST(ServerConfigTest, MinimalConfigGetsEveryDefault) {
 
 TEST(ServerConfigTest, ReadsEveryField) {
   ScratchDirectory dir;
-  dir.Write("cert.pem", kPem);
-  dir.Write("key.pem", kPem);
-  dir.Write("ca.pem", kPem);
+  CopyTestCertificates(dir);
   dir.Write("keys.txt", absl::StrCat("# operators\n\n", kKeyA, "\n"));
   const std::string yaml = absl::StrCat(R"(
 server:
@@ -505,8 +522,7 @@ TEST(ServerConfigErrorsTest, SeveralYamlDocumentsAreRejected) {
 
 TEST(ServerConfigErrorsTest, TlsNeedsCertificateAndKeyTogether) {
   ScratchDirectory dir;
-  dir.Write("cert.pem", kPem);
-  dir.Write("key.pem", kPem);
+  CopyTestCertificates(dir);
   dir.Write("plain.txt", "not a certificate\n");
   const auto parse = [&](absl::string_view tls_lines) {
     return ParseServerConfig(
@@ -524,6 +540,57 @@ TEST(ServerConfigErrorsTest, TlsNeedsCertificateAndKeyTogether) {
                 {"test.yaml:3:5: server.tls.cert_file", "cannot read", "missing.pem"});
   ExpectInvalid(parse("cert_file: cert.pem\nkey_file: plain.txt"),
                 {"test.yaml:4:5: server.tls.key_file", "not a PEM file"});
+}
+
+// gRPC parses these files only when it starts listening, after every model loaded, and reports a
+// bad one as failing to listen: loading the configuration parses them and names the bad file.
+TEST(ServerConfigErrorsTest, TlsCertificateAndKeyAreParsedAndMatchedAtLoad) {
+  ScratchDirectory dir;
+  CopyTestCertificates(dir);
+  std::filesystem::copy_file(TestCertsDir() / "client.key", dir.path() / "client.key");
+  dir.Write("garbage.key", kGarbageKey);
+  dir.Write("garbage.pem", kGarbageCertificate);
+  const auto parse = [&](absl::string_view tls_lines) {
+    return ParseServerConfig(
+        ServerYaml(absl::StrCat("tls:\n  ", absl::StrReplaceAll(tls_lines, {{"\n", "\n  "}}))),
+        dir.path(), "test.yaml", {});
+  };
+  const absl::StatusOr<ServerConfig> good =
+      parse("cert_file: cert.pem\nkey_file: key.pem\nclient_ca_file: ca.pem");
+  ASSERT_TRUE(good.ok()) << good.status();
+
+  ExpectInvalid(parse("cert_file: cert.pem\nkey_file: garbage.key"),
+                {"test.yaml:4:5: server.tls.key_file", "garbage.key", "no private key"});
+  ExpectInvalid(parse("cert_file: cert.pem\nkey_file: client.key"),
+                {"test.yaml:4:5: server.tls.key_file", "client.key",
+                 "is not the private key of the certificate in", "cert.pem"});
+  ExpectInvalid(parse("cert_file: cert.pem\nkey_file: missing.key"),
+                {"test.yaml:4:5: server.tls.key_file", "cannot read", "missing.key"});
+  ExpectInvalid(parse("cert_file: garbage.pem\nkey_file: key.pem"),
+                {"test.yaml:3:5: server.tls.cert_file", "garbage.pem", "no PEM certificate"});
+  ExpectInvalid(parse("cert_file: key.pem\nkey_file: key.pem"),
+                {"test.yaml:3:5: server.tls.cert_file", "no PEM certificate"});
+  ExpectInvalid(parse("cert_file: cert.pem\nkey_file: key.pem\nclient_ca_file: garbage.pem"),
+                {"test.yaml:5:5: server.tls.client_ca_file", "garbage.pem", "no PEM certificate"});
+  ExpectInvalid(parse("cert_file: cert.pem\nkey_file: key.pem\nclient_ca_file: missing.pem"),
+                {"test.yaml:5:5: server.tls.client_ca_file", "cannot read", "missing.pem"});
+}
+
+TEST(ServerConfigTest, MaxMetadataBytesIsReadAndRangeChecked) {
+  const absl::StatusOr<ServerConfig> defaults = Parse(ModelYaml());
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->max_metadata_bytes, 8 << 10);
+  const absl::StatusOr<ServerConfig> config = Parse(ServerYaml("max_metadata_bytes: 64KiB"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->max_metadata_bytes, 64 << 10);
+  const absl::StatusOr<ServerConfig> overridden =
+      Parse(ModelYaml(), {"server.max_metadata_bytes=1MiB"});
+  ASSERT_TRUE(overridden.ok()) << overridden.status();
+  EXPECT_EQ(overridden->max_metadata_bytes, 1 << 20);
+  ExpectInvalid(Parse(ServerYaml("max_metadata_bytes: 4KiB")),
+                {"test.yaml:2:3", "server.max_metadata_bytes", "between 8192", "got 4096"});
+  ExpectInvalid(Parse(ServerYaml("max_metadata_bytes: 2MiB")),
+                {"server.max_metadata_bytes", "1048576 (1MiB)"});
 }
 
 TEST(ServerConfigErrorsTest, ApiKeysFileIsReadAndCheckedAtLoad) {
