@@ -62,6 +62,14 @@ double Scrape(TestServer& server, absl::string_view name,
   return ScrapeRegistry(server.runtime(), name, labels);
 }
 
+// A server of the demo model alone, its engine behind `control`'s gate.
+absl::StatusOr<std::unique_ptr<TestServer>> StartGatedDemo(std::shared_ptr<EngineControl> control,
+                                                           InnerEngine inner = InnerEngine::kNull) {
+  return TestServer::Start(
+      TestServerConfig({TestModelEntry("demo", DemoModelDir(), kMaxBatchTokens)}),
+      GatedLoader({{"demo", std::move(control)}}, inner));
+}
+
 class StatusTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -636,9 +644,7 @@ TEST_F(StatusTest, FloodIsRefusedWithResourceExhaustedAndTheServerRecovers) {
 
 TEST(DeadlineTest, BurstWithShortDeadlinesIsAnsweredInTimeOrRefused) {
   auto control = std::make_shared<EngineControl>();
-  absl::StatusOr<std::unique_ptr<TestServer>> started =
-      TestServer::Start(TestServerConfig({TestModelEntry("demo", DemoModelDir(), kMaxBatchTokens)}),
-                        GatedLoader({{"demo", control}}, InnerEngine::kNull));
+  absl::StatusOr<std::unique_ptr<TestServer>> started = StartGatedDemo(control);
   ASSERT_TRUE(started.ok()) << started.status();
   TestServer& server = **started;
   // Every request is two inputs of kMaxInputLength tokens: one full batch, 512 ms of engine time.
@@ -740,9 +746,7 @@ TEST(MetadataLimitTest, HeadersUnderTheConfiguredLimitPassWhereTheDefaultRefuses
 
 TEST(DrainTest, UnavailableWhileDraining) {
   auto control = std::make_shared<EngineControl>();
-  absl::StatusOr<std::unique_ptr<TestServer>> started =
-      TestServer::Start(TestServerConfig({TestModelEntry("demo", DemoModelDir(), kMaxBatchTokens)}),
-                        GatedLoader({{"demo", control}}, InnerEngine::kNull));
+  absl::StatusOr<std::unique_ptr<TestServer>> started = StartGatedDemo(control);
   ASSERT_TRUE(started.ok()) << started.status();
   TestServer& server = **started;
   control->Close();
@@ -782,9 +786,7 @@ TEST(DrainTest, UnavailableWhileDraining) {
 
 TEST(DrainTest, GracefulDrainAnswersEveryAcceptedRequest) {
   auto control = std::make_shared<EngineControl>();
-  absl::StatusOr<std::unique_ptr<TestServer>> started =
-      TestServer::Start(TestServerConfig({TestModelEntry("demo", DemoModelDir(), kMaxBatchTokens)}),
-                        GatedLoader({{"demo", control}}));
+  absl::StatusOr<std::unique_ptr<TestServer>> started = StartGatedDemo(control, InnerEngine::kCpu);
   ASSERT_TRUE(started.ok()) << started.status();
   TestServer& server = **started;
   absl::StatusOr<std::unique_ptr<Reference>> reference = Reference::Load(DemoModelDir());
@@ -848,9 +850,7 @@ class DrainDeadlineTest : public ::testing::Test {
   static constexpr int kQueued = 4;
 
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<TestServer>> started = TestServer::Start(
-        TestServerConfig({TestModelEntry("demo", DemoModelDir(), kMaxBatchTokens)}),
-        GatedLoader({{"demo", control_}}, InnerEngine::kNull));
+    absl::StatusOr<std::unique_ptr<TestServer>> started = StartGatedDemo(control_);
     ASSERT_TRUE(started.ok()) << started.status();
     server_ = *std::move(started);
     control_->Close();
