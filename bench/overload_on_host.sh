@@ -8,6 +8,8 @@
 #
 # Usage: bench/overload_on_host.sh BUILD_DIR OUT_DIR [EARLIER_SERVER_BINARY] [SOAK_MINUTES]
 #   SOAK_MINUTES defaults to 8; 0 skips the soak (run bench/soak_server.py on its own).
+#   EARLIER_CONFIG (environment): the earlier build's config/server.yaml (default: this one's;
+#   an earlier build refuses keys it does not know).
 #   BUILD_DIR holds bin/{dflash-server,dflash-cli,dflash-loadtest} and demo-model/ (or
 #   bin/dflash-make-demo-model and spm.model to make it); run from the repository root.
 set -euo pipefail
@@ -24,8 +26,8 @@ if [[ ! -d "$build/demo-model" ]]; then
     --spm_model="$build/spm.model" > /dev/null
 fi
 
-start_server() {  # start_server <binary> <log>
-  "$1" --config=config/server.yaml --set="models.demo.path=$build/demo-model" \
+start_server() {  # start_server <binary> <log> [config]
+  "$1" --config="${3:-config/server.yaml}" --set="models.demo.path=$build/demo-model" \
     --listen=127.0.0.1:$port --metrics_listen=127.0.0.1:$metrics_port --backend=cpu >"$2" 2>&1 &
   server_pid=$!
   for _ in $(seq 1 240); do
@@ -52,8 +54,8 @@ load() {  # load <report> <loadtest args...>
 }
 # Offers 2x the capacity for 60 s with 5 s deadlines; writes <tag>-overload.json and the server's
 # OK count beside the clients'.
-overload() {  # overload <server binary> <tag> <rate>
-  start_server "$1" "$out/server-$2.log"
+overload() {  # overload <server binary> <tag> <rate> [config]
+  start_server "$1" "$out/server-$2.log" "${4:-}"
   load "$2-overload" --mode=poisson --rate="$3" --duration=60s --warmup=0s --timeout=5s
   sleep 2
   echo "{\"server_ok\": $(counted_ok)}" > "$out/$2-overload-counted.json"
@@ -67,7 +69,7 @@ capacity=$(python3 -c "import json; print(json.load(open('$out/capacity.json'))[
 rate=$(python3 -c "print(round(2 * $capacity, 1))")
 echo "capacity $capacity calls/s; overload at $rate calls/s"
 overload "$build/bin/dflash-server" this "$rate"
-if [[ -n "$earlier" ]]; then overload "$earlier" earlier "$rate"; fi
+if [[ -n "$earlier" ]]; then overload "$earlier" earlier "$rate" "${EARLIER_CONFIG:-}"; fi
 if [[ "$soak_minutes" != 0 ]]; then
   python3 bench/soak_server.py --build="$build" --backend=cpu --minutes="$soak_minutes" \
     --fraction=0.7 --concurrency=64 --report="$out/soak.json" > "$out/soak.txt" 2>&1
