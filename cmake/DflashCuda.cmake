@@ -1,5 +1,5 @@
-# CUDA is enabled where a toolkit exists (it does on the development machine and CI, at
-# /usr/local/cuda). kernels/ and the CUDA engine are built only when it is.
+# CUDA is enabled where a toolkit exists (usually at /usr/local/cuda, as on the build
+# machine and CI). kernels/ and the CUDA engine are built only when it is.
 set(DFLASH_HAVE_CUDA OFF)
 if(NOT DFLASH_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Copies executables, plugin libraries (*.so, loaded with dlopen: the sentencepiece shim) and the
 # shared libraries they need that a machine with only the CUDA toolkit and a base OS lacks (Abseil,
-# spdlog, fmt, ...) into one folder, to run them elsewhere: the GPU machine (shared/GPU.md) and the
-# Dockerfile's runtime images. glibc, libgcc, libstdc++ and CUDA libraries are left out: every
+# spdlog, fmt, ...) into one folder, to run them elsewhere: a GPU host without the development
+# packages (docs/gpu.md) and the Dockerfile's runtime images. glibc, libgcc, libstdc++ and CUDA libraries are left out: every
 # base image (ubuntu, nvidia/cuda runtime) has them.
 #
 # Usage: scripts/collect-runtime.sh OUT_DIR FILE...   executables go to OUT_DIR/bin, *.so files

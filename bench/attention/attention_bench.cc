@@ -1,10 +1,10 @@
 // dflash-bench-attention: times the fused disentangled-attention forward (including its C2P/P2C
-// table GEMMs) on the shapes of the peers' table in shared/KERNELS.md: 12 heads, v3 positions
-// (256 buckets, 512 relative rows), 16,384 tokens per batch (B = 16384 / L), plus a packed
-// MNLI-like mix. CUDA events, warm-up, median of --repeats runs, each run cold (ColdRunTimer: the
-// L2 flushed before it, and the host's launch time kept out of the event time). Also reports the
-// relative L2 error against the strict float32 path on the same inputs and the workspace the op
-// allocates ("peak extra memory"). Writes JSON lines.
+// table GEMMs) on the shapes of the peers' reference table (kernels/attention/HISTORY.md): 12
+// heads, v3 positions (256 buckets, 512 relative rows), 16,384 tokens per batch (B = 16384 / L),
+// plus a packed MNLI-like mix. CUDA events, warm-up, median of --repeats runs, each run cold
+// (ColdRunTimer: the L2 flushed before it, and the host's launch time kept out of the event time).
+// Also reports the relative L2 error against the strict float32 path on the same inputs and the
+// workspace the op allocates ("peak extra memory"). Writes JSON lines.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -96,10 +96,11 @@ Precision ParsePrecision(const std::string& name) {
   std::exit(2);
 }
 
-// Times runs of a forward the way shared/KERNELS.md's peer times were taken (triton's do_bench
+// Times runs of a forward the way the peers' reference times were taken (triton's do_bench
 // zeroes 256 MB before each run), and the same way as sdpa_bench.py / peers_bench.py: each timed
 // run is queued behind a write of four times the L2 (at least 256 MB), so that
-// - its inputs start cold in every repeat, as issue 4 asks ("L2 flushed"; at L = 128 the 75 MB of
+// - its inputs start cold in every repeat, as the benchmark's method requires ("L2 flushed"; at L =
+// 128 the 75 MB of
 //   QKV would otherwise be two-thirds cached from the previous repeat), and
 // - the GPU is busy writing (flush_ms, measured here) while the host enqueues the run, so the
 //   event time holds no launch latency; host_enqueue_ms (reported) must stay below flush_ms.

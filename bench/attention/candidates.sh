@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # Kernel changes waiting for the GPU: a stack of patches, NN-*.patch in $CANDIDATES (default
-# bench/attention/candidates/, empty since the twentieth session measured the nineteenth's stack:
+# bench/attention/candidates/, empty since v9.3 measured the last stack:
 # bench/results/h200-attention-ab/v9.3-candidates/, made against CANDIDATES_BASE=5324652), each on
 # the ones before it and on CANDIDATES_BASE (default HEAD). `build` makes one
 # dflash-bench-attention per prefix of the stack (bench-base for CANDIDATES_BASE, then
 # bench-<patch name> with that patch and every earlier one applied) and the kernel tests of the
-# whole stack; `pack` puts them into the carried runtime folder; `run`, on the GPU machine, runs
+# whole stack; `pack` puts them into the carried runtime folder; `run`, on the GPU host, runs
 # the whole stack's tests and compute-sanitizer, then every build alternated in the same call
 # (bench/attention/ablate.sh run) and the accuracy rows of base and the whole stack.
 #
-# Usage: bash bench/attention/candidates.sh build DIR   here: builds into DIR from a scratch
+# Usage: bash bench/attention/candidates.sh build DIR   builds into DIR from a scratch
 #          worktree of CANDIDATES_BASE (the checkout is not touched; about 3 minutes per build)
-#        bash bench/attention/candidates.sh pack DIR    here: .carrypack/carry.tar.xz (git-ignored;
-#          the device call names it: carry [".carrypack"])
-#        bash bench/attention/candidates.sh run [ROUNDS]  on the GPU machine: ROUNDS (3) rounds,
+#        bash bench/attention/candidates.sh pack DIR    makes .carrypack/carry.tar.xz (git-ignored;
+#          copy it to the GPU host beside the checkout)
+#        bash bench/attention/candidates.sh run [ROUNDS]  on the GPU host: ROUNDS (3) rounds,
 #          BF16 16k tokens, L = 128 ... 8192 and the MNLI-like mix; logs and rows in $OUT (the
 #          same CANDIDATES as the build, for the builds' names)
 set -euo pipefail
@@ -81,7 +81,7 @@ case "${1:-}" in
         > "$out/accuracy-$build.txt" 2>&1 || echo "accuracy $build: the benchmark failed"
       echo "accuracy $build: $(awk '/^uniform/ {printf "%s/%s %s  ", $2, $6, $9}' "$out/accuracy-$build.txt")"
     done
-    # The device returns at most 8 files: the rounds' rows as one archive.
+    # The rounds' rows as one archive (few files to copy back).
     tar -czf "$out/ablation.tgz" -C "$out" ablation && rm -rf "$out/ablation"
     ;;
   -h|--help) usage ;;

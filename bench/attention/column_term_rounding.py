@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What folding a saturated tile's column term into Q costs in accuracy (NOTES v9.3, candidate
+"""What folding a saturated tile's column term into Q costs in accuracy (HISTORY.md v9.3, candidate
 01-q-shift), on the CPU: one head of DeBERTa-v3 attention (256 buckets, 512 relative rows) with
 N(0, 1) inputs rounded to the input type (BF16 or FP16), as dflash-bench-attention draws them,
 against float64.
@@ -36,7 +36,8 @@ def to_fp16(x):
 
 def slots(delta):
     """clamp(bucket(delta) + SPAN, 0, 2 SPAN - 1), bucket in transformers' float32 arithmetic
-    (shared/DEBERTA.md): |delta| <= SPAN / 2 maps to itself, larger ones to log buckets."""
+    (docs/deberta.md#log-buckets): |delta| <= SPAN / 2 maps to itself, larger ones to log
+    buckets."""
     mid = SPAN // 2
     sign = np.sign(delta)
     magnitude = np.where((delta < mid) & (delta > -mid), mid - 1, np.abs(delta))

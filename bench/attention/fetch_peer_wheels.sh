@@ -8,9 +8,9 @@ usage() {
 Usage: bash bench/attention/fetch_peer_wheels.sh [-h]
 
 Downloads flashdeberta==0.0.8 and disentangled-flash==1.1.1 (pure-Python wheels, no dependencies:
-torch, triton, transformers and einops are on the GPU machine) into .whl/ of the repository root,
-and makes sure .whl/ is git-ignored through .git/info/exclude. Carry it beside .carry:
-carry [".carry", ".whl"] for `bash bench/attention/run_on_gpu.sh`.
+torch, triton, transformers and einops are on the GPU host) into .whl/ of the repository root,
+and makes sure .whl/ is git-ignored through .git/info/exclude. Copy it to the GPU host beside
+.carry/ for `bash bench/attention/run_on_gpu.sh`.
 EOF
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The attention kernel's checks on the GPU machine, sourced by run_on_gpu.sh and candidates.sh:
+# The attention kernel's checks on a GPU host, sourced by run_on_gpu.sh and candidates.sh:
 # the whole kernel test binary, then compute-sanitizer memcheck and racecheck on small cases that
 # reach every kernel family (single sequences and length one, the padded layout, infinities in a
 # neighbouring sequence, mixed lengths to 1000 with band and saturated tiles at d = 32 / 64 / 128,

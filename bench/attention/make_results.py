@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Joins dflash-bench-attention and sdpa_bench.py outputs of one device run into
 bench/results/h200-attention.json, with ratios to SDPA from the same run and to the peers' times
-listed in shared/KERNELS.md (BF16, 12 x 64, 16,384 tokens; measured on an H200 of this workplace).
+in the reference table of kernels/attention/HISTORY.md
+(BF16, 12 x 64, 16,384 tokens; measured on an H200 on 2026-11-29).
 With --peers (peers_bench.py's output of the same run), the rows the peers ran (uniform shapes
 and the mixes, matched on shape, L, dtype and head dim) also get the Triton peers' times from that
 run (fd_*, df_*), best_peer_ms_same_run and speedup_vs_best_peer_same_run.
@@ -14,7 +15,7 @@ import argparse
 import datetime
 import json
 
-# shared/KERNELS.md, "Measured on one H200 of this workplace (2026-11-29)": FD and DF forward ms.
+# kernels/attention/HISTORY.md#peer-reference-times-2026-11-29: FD and DF forward ms.
 PEERS_BF16_MS = {128: (0.907, 0.766), 256: (0.728, 1.216), 512: (0.810, 1.439),
                  1024: (1.214, 1.452), 2048: (2.159, 2.815), 4096: (4.111, 5.677),
                  8192: (8.011, 11.408)}

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# ncu profiles of the attention kernel on the GPU machine (the device tool), for the stall and
-# instruction breakdowns in kernels/attention/NOTES.md: per shape, ncu's details page and its
+# ncu profiles of the attention kernel on a GPU host (docs/gpu.md), for the stall and
+# instruction breakdowns in kernels/attention/HISTORY.md: per shape, ncu's details page and its
 # per-SASS-instruction source page (CSV: executed instructions and stall samples by reason).
 # Expects the carried runtime folder from `scripts/collect-runtime.sh .carry
 # build/bin/dflash-bench-attention`.
 #
-# Usage (on the GPU machine): bash bench/attention/profile_on_gpu.sh [--pipes] [L:positions ...]
+# Usage (on the GPU host): bash bench/attention/profile_on_gpu.sh [--pipes] [L:positions ...]
 #   default shapes: 512:true 2048:true 2048:false (BF16, 16k tokens; positions=false is plain
 #   attention through the same kernels). Results in $OUT/prof. --pipes: per shape, only the
 #   utilisation of each SM pipe, the issue slots, shared-memory wavefronts and L2 throughput

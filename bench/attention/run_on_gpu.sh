@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# One device call's worth of kernel work (shared/GPU.md): the kernel tests, compute-sanitizer on a
-# small case, the benchmark, the SDPA ceiling and the Triton peers, results joined into $OUT.
+# The attention kernel's GPU run (docs/gpu.md): the kernel tests, compute-sanitizer on small cases,
+# the benchmark, the SDPA ceiling and the Triton peers, results joined into $OUT (default
+# /tmp/out).
 # Expects the carried runtime folder from `scripts/collect-runtime.sh .carry build/bin/{
 # disentangled_attention_test,dflash-bench-attention,attention_tuning_test}` (the tuner's tests run
 # when carried). The peers (FlashDeBERTa 0.0.8, DisentangledFlash 1.1.1) are measured in the same
-# run when their wheels are carried too: `bash bench/attention/fetch_peer_wheels.sh` here once, then
-# carry [".carry", ".whl"]; without .whl/ the best-peer ratios use shared/KERNELS.md's times only.
+# run when their wheels are carried too: `bash bench/attention/fetch_peer_wheels.sh` on the build
+# machine once, then copy .whl/ beside .carry/; without .whl/ the best-peer ratios use the reference times of
+# kernels/attention/HISTORY.md only.
 #
-# Usage (on the GPU machine): bash bench/attention/run_on_gpu.sh [--skip-tests]
+# Usage (on the GPU host): bash bench/attention/run_on_gpu.sh [--skip-tests]
 #   --skip-tests: only the benchmark, the SDPA ceiling and the peers (the tests and
-#   compute-sanitizer ran in an earlier call on the same build).
+#   compute-sanitizer ran in an earlier run of the same build).
 set -uo pipefail
 skip_tests=0
 for arg in "$@"; do
@@ -39,7 +41,7 @@ fi
 echo "== benchmark"
 command="dflash-bench-attention --dtypes=bf16,fp16 --head_dims=64 + --head_dims=32,128 (bf16) + --dtypes=tf32 + --positions=false (bf16, plain attention through the same kernels); sdpa_bench.py (same shapes)"
 # The Triton peers travel as two pure-Python wheels (torch, triton, transformers and einops are on
-# the GPU machine already).
+# the GPU host already).
 peers=0
 if compgen -G ".whl/flashdeberta-*.whl" > /dev/null && \
     compgen -G ".whl/disentangled_flash-*.whl" > /dev/null; then
@@ -47,10 +49,10 @@ if compgen -G ".whl/flashdeberta-*.whl" > /dev/null && \
       --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site; then
     peers=1
   else
-    echo "peers: installing .whl/ failed: best-peer ratios use KERNELS.md times"
+    echo "peers: installing .whl/ failed: best-peer ratios use HISTORY.md's reference times"
   fi
 else
-  echo "peers not carried (.whl/ missing): best-peer ratios use KERNELS.md times"
+  echo "peers not carried (.whl/ missing): best-peer ratios use HISTORY.md's reference times"
 fi
 .carry/bin/dflash-bench-attention --dtypes=bf16,fp16 --head_dims=64 --json="$out/ours.jsonl"
 .carry/bin/dflash-bench-attention --dtypes=bf16 --head_dims=32,128 \
@@ -85,7 +87,7 @@ python3 bench/attention/make_results.py --ours "$out/ours.jsonl" --sdpa "$out/sd
   --gpu "$gpu" --command "bash bench/attention/run_on_gpu.sh ($command)" \
   --out "$out/h200-attention.json"
 
-# The device tool brings back only a few files per call: everything travels as one archive.
+# Everything travels back as one archive (few files to copy).
 (cd "$out" && tar -czf /tmp/run_on_gpu_results.tgz .) && rm -rf "${out:?}"/* &&
   mv /tmp/run_on_gpu_results.tgz "$out/results.tgz"
 echo "results: $out/results.tgz"

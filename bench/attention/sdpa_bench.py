@@ -18,8 +18,8 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 class ColdRunTimer:
     """dflash-bench-attention's timing (its ColdRunTimer), for torch callables; also used by
     peers_bench.py. Each timed call is queued behind a GPU sleep of about a millisecond and a
-    write of four times the L2 (at least 256 MB, as triton's do_bench, which shared/KERNELS.md's
-    peer times come from), so its inputs start cold and the host's launches (Python, several
+    write of four times the L2 (at least 256 MB, as triton's do_bench, which the peers' reference
+    times come from), so its inputs start cold and the host's launches (Python, several
     kernels for the peers) are enqueued while the GPU is still busy: the event time is GPU time.
     A call whose host time (host_ms, reported) exceeds prefix_ms was not fully hidden, for
     example one that synchronises inside (FlashDeBERTa's varlen op reads cu_seqlens back)."""

@@ -1,7 +1,7 @@
 """Shared parts of the bench/engine scripts: the public DeBERTa shapes, the MNLI-like length mix,
 padded batches, and the raw float32 / hidden-state file formats that the C++ bench also writes.
 
-Only the standard library, numpy and (lazily) torch: the GPU machine has nothing else.
+Only the standard library, numpy and (lazily) torch: the GPU host needs nothing else.
 """
 import json
 import sys
@@ -11,12 +11,13 @@ import numpy as np
 CLS_ID = 1
 SEP_ID = 2
 # DeBERTa-v3's 128,000 sentencepiece pieces: 0..3 are [PAD] [CLS] [SEP] [UNK], 128000 is [MASK]
-# (shared/DEBERTA.md 4.1); ordinary pieces are 4..127999.
+# (docs/deberta.md#vocabulary-and-special-ids); ordinary pieces are 4..127999.
 FIRST_PIECE_ID = 4
 LAST_PIECE_ID = 127999
 MAX_LENGTH = 512
 
-# shared/DEBERTA.md 1.2: fields shared by every public DeBERTa-v3 and v2-xlarge/xxlarge config.
+# docs/deberta.md#public-checkpoints: fields shared by every public DeBERTa-v3 and
+# v2-xlarge/xxlarge config.
 PUBLIC_COMMON = dict(
     model_type="deberta-v2", vocab_size=128100, hidden_act="gelu", hidden_dropout_prob=0.1,
     attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=0,
@@ -41,9 +42,9 @@ SHAPES = {
                  intermediate_size=512, pooler_hidden_size=128),
 }
 
-# shared/DEBERTA.md 6(c): MNLI matched-validation pair mix. Words per premise / hypothesis are
-# lognormal (median, sigma) clipped to [min, max]; pieces per word is tuned so the pair lengths
-# land on the issue's orientation figures (mean 44, p99 ~103, max ~182 tokens).
+# docs/deberta.md#mnli-like-pairs: MNLI matched-validation pair mix. Words per premise /
+# hypothesis are lognormal (median, sigma) clipped to [min, max]; pieces per word is tuned so the
+# pair lengths land on the target figures (mean 44, p99 ~103, max ~182 tokens).
 MNLI_PREMISE_WORDS = dict(median=19.0, sigma=0.55, min=3, max=200)
 MNLI_HYPOTHESIS_WORDS = dict(median=10.0, sigma=0.40, min=2, max=60)
 MNLI_PIECES_PER_WORD = 1.25
@@ -71,7 +72,7 @@ def mnli_like_pairs(count, seed, pieces_per_word=MNLI_PIECES_PER_WORD):
     for _ in range(count):
         a = _pieces(rng, _words(rng, MNLI_PREMISE_WORDS), pieces_per_word)
         b = _pieces(rng, _words(rng, MNLI_HYPOTHESIS_WORDS), pieces_per_word)
-        if a + b > budget:  # the Rust longest_first rule (shared/DEBERTA.md 4.3)
+        if a + b > budget:  # the Rust longest_first rule (docs/deberta.md#truncation)
             short, long_ = min(a, b), max(a, b)
             if short > budget // 2:
                 short, long_ = budget // 2, budget - budget // 2

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Hugging Face transformers baseline of the CUDA engine benchmark (issue 5): the eager
+"""The Hugging Face transformers baseline of the CUDA engine benchmark: the eager
 DebertaV2ForSequenceClassification (the only attention implementation DeBERTa-v2 has in
 transformers 5.17) on the same checkpoint and pairs, plus the reference logits for parity.
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Joins the CUDA engine's benchmark (dflash-bench-engine's OURS.json and raw logits) with
-hf_baseline.py's output of the same device call into bench/results/h200-engine.json (issue 5).
+hf_baseline.py's output of the same run into bench/results/h200-engine.json.
 
     python3 bench/engine/make_engine_results.py --ours /tmp/dfe/ours.json --hf /tmp/dfe/hf.json \
         --parity-prefix /tmp/dfe/parity --gpu "NVIDIA H200" --command "..." \

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Creates full-size random-weight DeBERTa sequence classifiers shaped like the public checkpoints,
-for the CUDA engine's benchmark and parity checks (issue 5).
+for the CUDA engine's benchmark and parity checks.
 
-For each shape, OUT/<shape>/ gets config.json (every field of the public config, shared/DEBERTA.md
-1.2, plus the classification head) and model.safetensors in float32 with transformers' tensor
-names, which is what engine/model/checkpoint.cc loads (no tokenizer file is needed to run ids).
+For each shape, OUT/<shape>/ gets config.json (every field of the public config,
+docs/deberta.md#public-checkpoints, plus the classification head) and model.safetensors in
+float32 with transformers' tensor names, which is what engine/model/checkpoint.cc loads (no
+tokenizer file is needed to run ids).
 
 Weights: every Linear/Embedding weight ~ N(0, init_std) (default 0.05 * sqrt(768 / hidden): the
 same per-layer gain for every width, 0.05 at v3-base width), biases ~ N(0, 0.02), LayerNorm gains

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-merges the parity runs of run_on_gpu.sh (v3-large, v2-xlarge) from the files it left in
-# /tmp/dfe on the GPU machine (a warm device), into $OUT. Usage: bash bench/engine/merge_parity.sh
+# /tmp/dfe on the GPU host (same machine, still warm), into $OUT. Usage: bash bench/engine/merge_parity.sh
 set -uo pipefail
 if [[ "${1:-}" == "--help" ]]; then sed -n 2,3p "$0"; exit 0; fi
 out=${OUT:-/tmp/out}

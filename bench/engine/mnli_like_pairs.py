@@ -3,7 +3,7 @@
 
 Each line of FILE is one JSON object {"ids": [...]}: [CLS]=1, premise ids, [SEP]=2, hypothesis
 ids, [SEP]=2, with ids drawn uniformly from DeBERTa-v3's ordinary pieces (4..127999) and no token
-types (type_vocab_size is 0). Lengths follow shared/DEBERTA.md 6(c): premise words ~
+types (type_vocab_size is 0). Lengths follow docs/deberta.md#mnli-like-pairs: premise words ~
 lognormal(ln 19, 0.55) clipped to [3, 200], hypothesis words ~ lognormal(ln 10, 0.40) clipped to
 [2, 60], 1.25 pieces per word, longest_first truncation at 512. With the defaults (9,815 pairs,
 seed 0): mean 44.3, median 41, p99 103, max 171 tokens. The statistics go to stderr.

@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# One device call's worth of CUDA-engine work (issue 5): the engine's GPU tests, the benchmark
+# The CUDA engine's GPU run (docs/gpu.md): the engine's GPU tests, the benchmark
 # against transformers eager on a deberta-v3-base-shaped model (bench/results/h200-engine.json),
 # parity on v3-large- and v2-xlarge-shaped models, and the service on the GPU (dflash-server with
 # backend cuda, dflash-cli, dflash-loadtest). Everything lands in $OUT.
 #
-# Build and pack on the development machine, then run through the device tool with
-# carry [".carrypack"]:
+# Build and pack on the build machine, then copy .carrypack/ beside a checkout on the GPU host
+# and run there:
 #   scripts/collect-runtime.sh .carry build/bin/{cuda_engine_test,dflash-bench-engine,dflash-server,\
 #     dflash-cli,dflash-loadtest,dflash-make-demo-model} build/lib/libdflash_sentencepiece_shim.so
 #   strip --strip-debug .carry/bin/* .carry/lib/*; cp build/demo-model/spm.model .carry/
 #   mkdir -p .carrypack; tar -cf - .carry | xz -T2 -6 > .carrypack/carry.tar.xz
-# Usage (on the GPU machine): bash bench/engine/run_on_gpu.sh [--skip-tests] [--skip-service]
+# Usage (on the GPU host): bash bench/engine/run_on_gpu.sh [--skip-tests] [--skip-service]
 #        [--skip-parity-shapes]   (no v3-large / v2-xlarge parity: the v3-base parts only)
 #        bash bench/engine/run_on_gpu.sh --parity-shapes-only   (the v3-large / v2-xlarge parity
 #        section alone: no tests, no v3-base benchmark, no service)
-#        bash bench/engine/run_on_gpu.sh --two-gpus   (nvidia-h200-x2: the two-device test and
+#        bash bench/engine/run_on_gpu.sh --two-gpus   (a two-GPU host: the two-device test and
 #        the service on devices [0, 1] under load)
 set -uo pipefail
 if [[ "${1:-}" == "--help" ]]; then sed -n 2,18p "$0"; exit 0; fi
@@ -147,7 +147,7 @@ if (( ! skip_service )); then
   grep -E "backend auto chose|model 'demo' ready" "$out/server-gpu-auto.log"
 fi
 
-# The device tool brings back only a few files per call: everything travels as one archive.
+# Everything travels back as one archive (few files to copy).
 (cd "$out" && tar -czf /tmp/run_on_gpu_results.tgz .) && rm -rf "${out:?}"/* &&
   mv /tmp/run_on_gpu_results.tgz "$out/results.tgz"
 echo "results: $out/results.tgz"

@@ -200,7 +200,8 @@ void CpuEngine::EncoderLayer(int layer, const PackedBatch& batch, std::vector<fl
 void CpuEngine::Convolution(const PackedBatch& batch, const std::vector<float>& embeddings,
                             std::vector<float>& hidden) const {
   // c[t, o] = b[o] + sum_{ch, q} W[o, ch, q] * E0[t + q - pad, g(o) * Cg + ch], zero outside the
-  // sequence; hidden <- LN(hidden + act(c)). E0 is the embedding output (DEBERTA.md 2.7).
+  // sequence; hidden <- LN(hidden + act(c)). E0 is the embedding output
+  // (docs/deberta.md#convlayer).
   const int64_t tokens = batch.total_tokens();
   const int64_t h = config_.hidden_size;
   const int64_t kernel = config_.conv_kernel_size;

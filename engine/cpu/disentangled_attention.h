@@ -1,4 +1,5 @@
-// Exact float32 disentangled self-attention over a packed batch (shared/KERNELS.md section 2):
+// Exact float32 disentangled self-attention over a packed batch
+// (kernels/attention/DESIGN.md#the-math):
 //   S[i,j] = (Q_i.K_j + Q_i.PosK[idx(i-j)] + K_j.PosQ[idx(i-j)]) * scale,  scale =
 //   1/sqrt(d*(1+#types)) P = softmax_j(S) over the keys of the same sequence,  O_i = sum_j P[i,j]
 //   V_j,

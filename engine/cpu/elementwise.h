@@ -1,4 +1,5 @@
-// Row-wise and element-wise float32 operations of the DeBERTa forward (shared/DEBERTA.md 2.2-2.8).
+// Row-wise and element-wise float32 operations of the DeBERTa forward
+// (docs/deberta.md#forward-pass).
 #pragma once
 
 #include <cstdint>

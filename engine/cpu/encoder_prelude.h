@@ -1,6 +1,6 @@
-// The input-independent part of the DeBERTa encoder (shared/DEBERTA.md 2.3, 2.10), computed once
-// per model in float32 on the host and shared by every engine: per layer the fused QKV projection
-// and the projected relative embeddings PosK / PosQ.
+// The input-independent part of the DeBERTa encoder (docs/deberta.md#encoder-prelude), computed
+// once per model in float32 on the host and shared by every engine: per layer the fused QKV
+// projection and the projected relative embeddings PosK / PosQ.
 #pragma once
 
 #include <vector>

@@ -1,6 +1,6 @@
 // The DeBERTa-v2/v3 configuration (config.json), with transformers 5.17's defaults for every
 // missing key (the class defaults, which are not the v3 values: relative_attention=false and
-// position_biased_input=true unless the file says otherwise). See shared/DEBERTA.md section 1.
+// position_biased_input=true unless the file says otherwise). See docs/deberta.md#configuration.
 #pragma once
 
 #include <filesystem>

@@ -1,5 +1,5 @@
 // DeBERTa-v2/v3 parameters in float32, named and shaped as in transformers' state dict
-// (shared/DEBERTA.md section 3.1). Linear weights keep PyTorch's [out, in] layout.
+// (docs/deberta.md#tensor-names). Linear weights keep PyTorch's [out, in] layout.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Relative positions of DeBERTa-v2/v3 (shared/DEBERTA.md sections 2.3-2.4).
+// Relative positions of DeBERTa-v2/v3 (docs/deberta.md#relative-positions).
 //
 // For query i and key j of one sequence, delta = i - j. With log buckets (position_buckets > 0),
 //   bucket(delta) = delta                                                  if |delta| <= mid
@@ -7,7 +7,8 @@
 // float32 exactly as transformers does. Without buckets, bucket(delta) = delta. The slot of the
 // relative-embedding table read by both c2p and p2c is
 //   idx(delta) = clamp(bucket(delta) + k, 0, 2k - 1),   k = attention span.
-// bucket is odd, so p2c's index clamp(-bucket(j - i) + k) equals idx(i - j) (DEBERTA.md 2.5).
+// bucket is odd, so p2c's index clamp(-bucket(j - i) + k) equals idx(i - j)
+// (docs/deberta.md#relative-positions).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// dflash-bench-engine: the CUDA engine on the workloads of issue 5's benchmark, measured in one
+// dflash-bench-engine: the CUDA engine on the workloads of the engine benchmark, measured in one
 // process: an MNLI-like set packed by token budget (whole-set seconds, tokens/s at two budgets,
 // the split of device time between GEMMs, attention and the rest), one 128-token sequence, one
 // 8192- and one 32768-token sequence (latency and activation memory), and the logits / hidden

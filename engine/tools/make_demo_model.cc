@@ -85,7 +85,8 @@ int main(int argc, char** argv) {
   fs::create_directories(out_dir, error);
   if (error) return Fail(absl::StrCat(out_dir.string(), ": ", error.message()));
 
-  // config.json: the DeBERTa-v3 settings (DEBERTA.md 1.2) at a small size, 3 NLI labels.
+  // config.json: the DeBERTa-v3 settings (docs/deberta.md#public-checkpoints) at a small size, 3
+  // NLI labels.
   const nlohmann::json config = {
       {"model_type", "deberta-v2"},
       {"architectures", {"DebertaV2ForSequenceClassification"}},

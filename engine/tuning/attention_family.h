@@ -21,7 +21,8 @@ struct AttentionFamily {
   bool padded = false;  // Padded layout with a key mask, else packed (cu_seqlens).
   AttentionBias bias = AttentionBias::kBoth;
   // The longest sequence rounded up to a power of two, at least kMinLengthBucket: the variants'
-  // costs move with the share of band tiles (KERNELS.md 2.8), which the longest sequence sets.
+  // costs move with the share of band tiles
+  // (kernels/attention/DESIGN.md#saturation-and-tile-classes), which the longest sequence sets.
   int length_bucket = 64;
 
   friend bool operator==(const AttentionFamily&, const AttentionFamily&) = default;

@@ -4,7 +4,7 @@
 // shared memory, keeping the online-softmax state (row max m, row sum l, output O) in registers.
 //
 // Per key tile the position bias is added to S = Q K^T before the softmax. The tile's delta range
-// classifies it (shared/KERNELS.md 2.8):
+// classifies it (kernels/attention/DESIGN.md#saturation-and-tile-classes):
 //   saturated (every delta >= hi_threshold, or every delta <= lo_threshold): one slot s for the
 //     whole tile, bias[i,j] = c_i + p_j with c_i = C2P[h, i, s] and p_j = P2C[h, j, s] staged in
 //     shared memory; p_j is the initial value of the Q K^T accumulators and c_i joins the
@@ -54,9 +54,9 @@ namespace dflash::kernels {
 // code, four or three CTAs per SM): a warp's running row maxima move only when some row's tile
 // maximum exceeds its own by more than this (exp2 domain), and then P <= 2^kLazyRescaleLog2. 0
 // keeps the eager form's arithmetic to the bit (a warp only skips multiplications by 1, and l * c
-// + sum is one FMA in both forms: every error of the record equal to v9.9's, NOTES v9.12). 8,
+// + sum is one FMA in both forms: every error of the record equal to v9.9's, HISTORY.md v9.12). 8,
 // FlashAttention-4's choice, measured 1-4% faster but raised the BF16 error 2-4% above the peers'
-// (a stale maximum leaves the largest P rounded where the eager form gives it exactly 1; NOTES
+// (a stale maximum leaves the largest P rounded where the eager form gives it exactly 1; HISTORY.md
 // v9.10).
 inline constexpr float kLazyRescaleLog2 = 0.0f;
 
@@ -515,7 +515,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // The warpgroup computed-window kernel's shared slot table holds byte offsets (idx *
   // sizeof(Element)): a table-path gather addresses its window element with one add (row base +
   // offset) where an element index took an add and a shift-add (SASS of the four-CTA kernel: 53
-  // -> 18 LEA). Alone it measured no faster on the H200 (same-call A/B, NOTES v9.4: the band
+  // -> 18 LEA). Alone it measured no faster on the H200 (same-call A/B, HISTORY.md v9.4: the band
   // tile's chain of waits bounds it, not its instruction count); it ships with the barrier
   // change at the end of the tile loop, measured together.
   constexpr int kLutShift = kSaturatedComputed ? 1 : 0;
@@ -535,8 +535,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   const int query[2] = {m0 + row_local[0], m0 + row_local[1]};
   const int64_t table_base = static_cast<int64_t>(head) * params.total_tokens + seq_start;
 
-  // Class of the key tile at n0 (from its delta range, shared/KERNELS.md 2.8): a saturated tile
-  // reads one slot (slot_hi when `high`, else slot_lo); a band tile stages the window of slots
+  // Class of the key tile at n0 (from its delta range, kernels/attention/DESIGN.md): a saturated
+  // tile reads one slot (slot_hi when `high`, else slot_lo); a band tile stages the window of slots
   // window0 .. window0 + kSlotWindow - 1 (relative to slot_base), and a linear band tile (every
   // delta in [-linear_band, linear_band]) finds slot(delta) = slot_zero + delta without the table.
   // `saturated` comes from the thresholds alone: testing the slot itself made the compiler load
@@ -673,8 +673,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // it is a band tile (pos_key_barrier, parity: the band tiles before it, pos_key_tiles, % 2).
   // V(n) goes out of warp 1 because thread 0 issues tile n + 1's K and PosQ rows at the same
   // barrier: each copy's instructions delay its warp, which every other warp then waits for at the
-  // next barrier or wgmma. Same-call A/B on the H200 (NOTES v9.13) at L = 512 / 1024 / 2048: this
-  // alone -0.5% / -0.6% / -0.7%; with window0 kept for the PosK rows (copied_window0) -1.0% /
+  // next barrier or wgmma. Same-call A/B on the H200 (HISTORY.md v9.13) at L = 512 / 1024 / 2048:
+  // this alone -0.5% / -0.6% / -0.7%; with window0 kept for the PosK rows (copied_window0) -1.0% /
   // -1.3% / -0.9%, +0.5% on the MNLI mix.
   constexpr unsigned kValuesIssuer = 32;
   uint64_t* pos_key_barrier = value_barriers + 1;
@@ -935,7 +935,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
           band_windows(std::integral_constant<int, kComputedWindow / 2>{});
         } else if (!kSaturatedPossible || pairs > 2) {
           // (The saturation-free kernel, L <= 576, has few tiles that far from the diagonal: 6
-          // of 64 at L = 512, where it timed the same with the narrow copy, NOTES v9.7.)
+          // of 64 at L = 512, where it timed the same with the narrow copy, HISTORY.md v9.7.)
           band_windows(std::integral_constant<int, 64>{});
         } else {
           band_windows(std::integral_constant<int, 32>{});
@@ -1185,10 +1185,10 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     };
     // The warpgroup computed-window kernels with saturated-tile code (four CTAs per SM past
     // L = 576, or three) skip the rescale where no row's maximum rises; the others rescale every
-    // tile. Same-call A/B on the H200 against the eager form (NOTES v9.11): -0.5% at L = 2048,
+    // tile. Same-call A/B on the H200 against the eager form (HISTORY.md v9.11): -0.5% at L = 2048,
     // -2.1% at 8192, 0 at 512 and 1024. The branch made plain attention (the warpgroup table
     // kernel) 2-3% slower at L <= 2048 in the same call, and the mma.sync kernels' rows 2-8%
-    // slower in a full table (NOTES v9.10): there row maxima rise on most tiles.
+    // slower in a full table (HISTORY.md v9.10): there row maxima rise on most tiles.
     if constexpr (Traits::kWgmma && kComputeWindows && kSaturatedPossible) {
       // Lazily (FlashAttention-4's rule): a warp moves its rows' running maxima m only when some
       // row's tile maximum x exceeds its m by more than kLazyRescaleLog2; otherwise m stays, and

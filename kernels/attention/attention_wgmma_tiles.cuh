@@ -121,7 +121,7 @@ __device__ __forceinline__ void PackWindowHalf(uint32_t (&packed)[kComputedWindo
 // half the MMA work and half of Pos's operand reads). CompleteWindowHalf waits for it.
 // Each half needs its own accumulator array: with one array for both halves issued back to back
 // (the halves a compile-time count), ptxas (CUDA 13.0) dropped the first half's wgmma and stored
-// the second half's results in both halves' columns (NOTES v9.7).
+// the second half's results in both halves' columns (HISTORY.md v9.7).
 template <typename Traits, int kN = 64>
 __device__ __forceinline__ void IssueWindowHalf(float (&acc)[8][4], TileDescriptor a_descriptor,
                                                 TileDescriptor pos_descriptor, int h) {

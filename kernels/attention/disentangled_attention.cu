@@ -634,9 +634,9 @@ cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int 
           }
           // Saturated tiles make the query blocks differ in cost: the launch's last CTAs take
           // the heaviest blocks first (attention_block_order.h). Three quarters of a wave of
-          // resident CTAs measured best of 0.5 to 3 waves (NOTES v9.8: -2.0% at L = 1024, -1.6%
-          // at 2048 against linear order in the same call). Without saturated tiles the blocks
-          // cost about the same, and the order gained nothing at L = 512.
+          // resident CTAs measured best of 0.5 to 3 waves (HISTORY.md v9.8: -2.0% at L = 1024,
+          // -1.6% at 2048 against linear order in the same call). Without saturated tiles the
+          // blocks cost about the same, and the order gained nothing at L = 512.
           constexpr int kRankMajorTailCtasPerSm = 3;  // 0.75 x 4 resident CTAs.
           return LaunchTensorCore<64, Element, true, 4, 1, true>(
               params, maps, m_blocks, sequences, stream,
@@ -820,7 +820,7 @@ AttentionKernelConfig HeuristicAttentionConfig(const AttentionProblem& problem) 
   if (warpgroup) config.mma = AttentionMma::kWarpgroup;
   config.min_blocks_per_sm = DefaultMinBlocks(problem.head_dim, config.windows);
   // The warpgroup computed-window kernel at four CTAs per SM where it applies: on the H200,
-  // 7.5-10% faster than at three at L = 128 ... 8192 (kernels/attention/NOTES.md, v9).
+  // 7.5-10% faster than at three at L = 128 ... 8192 (kernels/attention/HISTORY.md, v9).
   if (warpgroup && config.windows == AttentionWindows::kComputed && ValuesCanShareC2P(problem)) {
     config.min_blocks_per_sm = 4;
   }
@@ -864,7 +864,7 @@ int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelCon
   if (!GridLeavesSmsIdle(problem, limits)) return 1;
   // Sequences <= kShortMaxKeys: the short kernel, whose warps each take a quarter of the keys of
   // 16 rows (H200, one 128-token sequence of 12 heads: 6.8 us against two groups' 9.7; faster
-  // than both tile variants up to 5 such sequences, kernels/attention/NOTES.md).
+  // than both tile variants up to 5 such sequences, kernels/attention/HISTORY.md).
   if (CanRunShort(problem) &&
       ShortSharedBytes(problem.head_dim) <= limits.max_shared_bytes_per_block) {
     return 4;

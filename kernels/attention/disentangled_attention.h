@@ -13,11 +13,12 @@
 //   C2P[h, t, s] = Q_t . PosK[s],  P2C[h, t, s] = K_t . PosQ[s]   ([H, total_tokens, slots])
 // made by one batched GEMM each over the slots the longest sequence can reach; inside the kernel,
 // key tiles whose deltas all lie beyond the saturation thresholds read one slot per row and one
-// per column instead of gathering per element (shared/KERNELS.md section 2.8). For short
-// sequences (d <= 64, L <= 1024 by default, 256 beside the warpgroup kernel; the config's
-// `windows` chooses) the kernel computes the windows of these tables that each tile needs from
-// PosK/PosQ itself, with no GEMMs and no workspace. On H100 / H200 the table kernel at d = 64 has
-// a warpgroup variant (wgmma, TMA window copies; AttentionKernelConfig::mma).
+// per column instead of gathering per element
+// (kernels/attention/DESIGN.md#saturation-and-tile-classes). For short sequences (d <= 64, L <=
+// 1024 by default, 256 beside the warpgroup kernel; the config's `windows` chooses) the kernel
+// computes the windows of these tables that each tile needs from PosK/PosQ itself, with no GEMMs
+// and no workspace. On H100 / H200 the table kernel at d = 64 has a warpgroup variant (wgmma, TMA
+// window copies; AttentionKernelConfig::mma).
 //
 // This header needs only the CUDA runtime API: kernels/ builds with the CUDA toolkit alone.
 #pragma once

@@ -79,7 +79,7 @@ __device__ __forceinline__ uint32_t ToTf32(float x) {
 // 16-bit types. Operands not passed through ToTf32 enter as raw float32 bits, whose low 13
 // mantissa bits the tensor cores do not use (in effect truncation; the PTX ISA leaves the
 // handling of such bits to the implementation), as CUTLASS's default float-to-TF32 conversion
-// does; the measured errors in kernels/attention/NOTES.md are with this.
+// does; the measured errors in kernels/attention/HISTORY.md are with this.
 template <>
 struct Mma<float> {
   __device__ __forceinline__ static void Run(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,

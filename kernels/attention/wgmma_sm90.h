@@ -36,7 +36,7 @@ namespace dflash::kernels {
 // two inside their asm: the compiler holds one 32-bit value per tile and adds 32-bit offsets to
 // it, where it carried 64-bit descriptors through adds with carry (SASS of the four-CTA kernel
 // with saturated tiles: 537 uniform-datapath instructions, 15 to 37 around each four-wgmma group
-// of Q K^T or a window half; 408 now, 17 to 29 per group; NOTES v9.9).
+// of Q K^T or a window half; 408 now, 17 to 29 per group; HISTORY.md v9.9).
 using TileDescriptor = uint32_t;
 inline constexpr uint32_t kSwizzledGroupStride = 1024 >> 4;
 inline constexpr uint32_t kSwizzledDescriptorHigh = kSwizzledGroupStride | (1u << 30);

@@ -1,5 +1,5 @@
 // Bias + activation in place, for the FFN intermediate, the pooler and the ConvLayer output
-// (shared/DEBERTA.md 2.6-2.8), with the activations of engine/cpu/elementwise.cc.
+// (docs/deberta.md#forward-pass), with the activations of engine/cpu/elementwise.cc.
 //
 // cuBLASLt's CUBLASLT_EPILOGUE_GELU / _GELU_BIAS computes the TANH form of GELU, not the erf
 // form. Sources: the cuBLAS documentation of cublasLtEpilogue_t only says "Apply GELU point-wise

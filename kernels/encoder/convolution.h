@@ -1,5 +1,5 @@
-// The DeBERTa-v2 ConvLayer's 1-D convolution (shared/DEBERTA.md 2.7) as im2col + GEMM, over packed
-// sequences, each padded with zeros on its own (no leakage across sequence boundaries).
+// The DeBERTa-v2 ConvLayer's 1-D convolution (docs/deberta.md#convlayer) as im2col + GEMM, over
+// packed sequences, each padded with zeros on its own (no leakage across sequence boundaries).
 //
 // The HF layer: c[t, o] = b[o] + sum_{ch, q} W[o, ch, q] * E0[t + q - pad, g(o) * Cg + ch] with
 // W = conv.weight [H, Cg, kernel_size], Cg = H / groups, g(o) = o / Cg, pad = (kernel_size - 1)

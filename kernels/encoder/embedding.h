@@ -1,4 +1,4 @@
-// The embedding sum and its LayerNorm (shared/DEBERTA.md 2.2):
+// The embedding sum and its LayerNorm (docs/deberta.md#embeddings):
 //   sum[t] = word[token_ids[t]] + position[position_ids[t]] (if any) + token_type[type(t)] (if any)
 //   out[t] = LayerNorm(sum[t]) * gamma + beta   when gamma is set, else sum[t].
 // The LayerNorm is the one of layer_norm.h (float32 two-pass statistics). With an embedding

@@ -1,5 +1,5 @@
 // Residual add + LayerNorm over rows, the normalization after every attention and FFN block and
-// after the ConvLayer (shared/DEBERTA.md 2.5-2.7).
+// after the ConvLayer (docs/deberta.md#forward-pass).
 //
 // This header needs only the CUDA runtime API: kernels/ builds with the CUDA toolkit alone.
 #pragma once

@@ -1,6 +1,6 @@
-// Sequence pooling and first-token gathering for the heads (shared/DEBERTA.md 2.8): CLS or mean
-// sentence embeddings with optional L2 normalization (float32 out), the pooler GEMM's input rows,
-// and a float32 conversion for logits/hidden states leaving the device.
+// Sequence pooling and first-token gathering for the heads (docs/deberta.md#heads-and-pooling): CLS
+// or mean sentence embeddings with optional L2 normalization (float32 out), the pooler GEMM's input
+// rows, and a float32 conversion for logits/hidden states leaving the device.
 //
 // Sequences are packed: sequence s owns rows cu_seqlens[s] .. cu_seqlens[s+1]-1 of `hidden`
 // (cu_seqlens: device int32 [num_sequences + 1], nondecreasing, validated by the engine).

@@ -1,8 +1,8 @@
 // DeBERTa-v2/v3 tokenizer: spm.model + the tokenizer files of a checkpoint directory -> model
 // input ids.
 //
-// Semantics: sentencepiece / transformers-4, as DEBERTA.md 4.2 and 4.5 recommend, because that is
-// what the models were pretrained and fine-tuned with:
+// Semantics: sentencepiece / transformers-4, as docs/deberta.md#tokenizer recommends, because that
+// is what the models were pretrained and fine-tuned with:
 //   1. added and special tokens are cut out of the raw text first (exact, case-sensitive,
 //      leftmost-longest; user text containing "[SEP]" becomes the real SEP id, as in transformers);
 //   2. each remaining chunk is lower-cased like Python's str.lower() when do_lower_case;
@@ -53,7 +53,7 @@ struct TokenizerOptions {
   // Longest text accepted, in UTF-8 bytes, checked before any other work; at most 1 GiB. 1 MiB
   // is far beyond DeBERTa's 512-token window (2-3 KB of English) yet bounds the cost of one
   // text: about 0.1 s of one core for prose and 0.6 s for the worst case measured (1 MiB of
-  // punctuation with split_by_punct, 2M tokens) on the development machine.
+  // punctuation with split_by_punct, 2M tokens) on a 2-core x86-64 machine.
   size_t max_input_bytes = size_t{1} << 20;
 };
 

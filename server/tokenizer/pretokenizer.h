@@ -1,6 +1,6 @@
-// The splits DeBERTa's tokenizer makes before sentencepiece sees any text (DEBERTA.md 4.2 steps 1
-// and 3): added/special tokens cut out of the raw text, and split_by_punct's isolation of every
-// punctuation character.
+// The splits DeBERTa's tokenizer makes before sentencepiece sees any text
+// (docs/deberta.md#encoding-a-text steps 1 and 3): added/special tokens cut out of the raw text,
+// and split_by_punct's isolation of every punctuation character.
 #pragma once
 
 #include <cstddef>

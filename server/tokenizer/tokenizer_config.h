@@ -1,6 +1,7 @@
 // The tokenizer settings of a checkpoint directory: tokenizer_config.json, special_tokens_map.json
-// and added_tokens.json, every file and field optional (DEBERTA.md 3.3 and 4.1). Reads what
-// transformers 4.x and 5.x write: special tokens as strings or AddedToken objects
+// and added_tokens.json, every file and field optional (docs/deberta.md#checkpoint-files and
+// #vocabulary-and-special-ids). Reads what transformers 4.x and 5.x write: special tokens as
+// strings or AddedToken objects
 // ({"content": ...}), added_tokens_decoder ({"128000": {"content": "[MASK]", ...}}), the list of
 // extra special tokens under either "additional_special_tokens" (4.x) or "extra_special_tokens"
 // (5.x), and added_tokens.json ({"[MASK]": 128000}).

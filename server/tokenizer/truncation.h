@@ -1,7 +1,7 @@
 // Truncation of one or two token sequences to a length budget, with the rules of the Rust
-// `tokenizers` library (transformers-4 "fast" tokenizers and all of transformers 5); DEBERTA.md
-// 4.3. The numbers exclude [CLS]/[SEP]: the budget is max_length minus the special tokens of the
-// template (2 for one text, 3 for a pair).
+// `tokenizers` library (transformers-4 "fast" tokenizers and all of transformers 5);
+// docs/deberta.md#truncation 4.3. The numbers exclude [CLS]/[SEP]: the budget is max_length minus
+// the special tokens of the template (2 for one text, 3 for a pair).
 //
 // Deviation: a max_length below that count of special tokens is INVALID_ARGUMENT here.
 // transformers 5.17 silently skips truncation altogether in that case (tokenizers subtracts the

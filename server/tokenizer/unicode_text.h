@@ -54,8 +54,8 @@ struct LowercasedText {
 // against a table generated with Python.
 LowercasedText LowercaseLikePython(absl::string_view valid_utf8);
 
-// DeBERTa's punctuation rule for split_by_punct (DEBERTA.md 4.2 step 3): the ASCII symbols
-// 33-47, 58-64, 91-96, 123-126, or any character of Unicode general category P*.
+// DeBERTa's punctuation rule for split_by_punct (docs/deberta.md#encoding-a-text step 3): the ASCII
+// symbols 33-47, 58-64, 91-96, 123-126, or any character of Unicode general category P*.
 bool IsPunctuation(char32_t code_point);
 
 }  // namespace dflash

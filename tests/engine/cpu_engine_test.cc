@@ -1,5 +1,5 @@
 // engine/cpu: the float32 CPU engine on tiny checkpoints, and the disentangled attention kernel
-// against an independent double-precision implementation of DEBERTA.md 2.5.
+// against an independent double-precision implementation of docs/deberta.md#disentangled-attention.
 #include "engine/cpu/cpu_engine.h"
 
 #include <algorithm>
@@ -54,9 +54,10 @@ std::vector<int32_t> RandomIds(int length, uint32_t seed, int vocab = 50) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The independent reference (double precision), written from DEBERTA.md 2.2-2.8.
+// The independent reference (double precision), written from docs/deberta.md#forward-pass.
 
-// idx(delta) = clamp(bucket(delta) + k, 0, 2k - 1) with bucket from DEBERTA.md 2.4 in double.
+// idx(delta) = clamp(bucket(delta) + k, 0, 2k - 1) with bucket from docs/deberta.md#log-buckets in
+// double.
 int64_t ReferenceIndex(int64_t delta, int position_buckets, int max_relative_positions, int span) {
   int64_t bucket = delta;
   if (position_buckets > 0) {

@@ -1,5 +1,5 @@
 // engine/model/model_config.{h,cc}: config.json parsing with transformers' defaults
-// (shared/DEBERTA.md section 1).
+// (docs/deberta.md#configuration).
 #include "engine/model/model_config.h"
 
 #include <filesystem>
@@ -22,7 +22,7 @@ using ::testing::IsEmpty;
 
 constexpr char kSource[] = "/models/example/config.json";
 
-// microsoft/deberta-v3-base's config.json (DEBERTA.md 1.2 / 3.1).
+// microsoft/deberta-v3-base's config.json (docs/deberta.md#public-checkpoints, #tensor-names).
 constexpr char kDebertaV3BaseConfig[] = R"({
   "model_type": "deberta-v2",
   "attention_probs_dropout_prob": 0.1,

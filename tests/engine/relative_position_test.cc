@@ -1,5 +1,5 @@
 // engine/model/relative_position.{h,cc}: log buckets and the relative-position index
-// (shared/DEBERTA.md sections 2.3-2.4).
+// (docs/deberta.md#relative-positions).
 #include "engine/model/relative_position.h"
 
 #include <algorithm>
@@ -24,7 +24,7 @@ ModelConfig RelativeConfig(int position_buckets, int max_relative_positions,
   return config;
 }
 
-// make_log_bucket_position evaluated exactly (in double), from DEBERTA.md 2.4.
+// make_log_bucket_position evaluated exactly (in double), from docs/deberta.md#log-buckets.
 int64_t ExactBucket(int64_t r, int buckets, int max_position) {
   const int64_t mid = buckets / 2;
   const int64_t magnitude = r < 0 ? -r : r;
@@ -62,7 +62,7 @@ TEST(LogBucketPositionTest, IsOdd) {
 }
 
 TEST(LogBucketPositionTest, MatchesTheExactComputation) {
-  // DEBERTA.md 2.4: for these settings float32 and double agree for |r| <= 2100.
+  // docs/deberta.md#log-buckets: for these settings float32 and double agree for |r| <= 2100.
   for (const auto& [buckets, max_position] :
        std::vector<std::pair<int, int>>{{256, 512}, {16, 64}, {8, 32}}) {
     for (int64_t r = -2100; r <= 2100; ++r) {

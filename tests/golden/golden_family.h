@@ -18,7 +18,7 @@
 namespace dflash::test {
 
 // The fixtures of the source tree this test was built from, or of $DFLASH_SOURCE_DIR when set
-// (tests carried to the GPU machine run from another checkout path).
+// (tests carried to a GPU host run from another checkout path).
 inline const std::filesystem::path kGoldenModels =
     std::filesystem::path(std::getenv("DFLASH_SOURCE_DIR") != nullptr
                               ? std::getenv("DFLASH_SOURCE_DIR")

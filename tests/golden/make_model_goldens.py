@@ -5,12 +5,12 @@ Each family is a random-weight checkpoint made by Hugging Face transformers, sav
 directory layout the service loads (config.json + safetensors), with reference outputs computed by
 transformers itself in float32 on the CPU (TF32 cannot apply there) and in float64 for scale.
 
-Run (transformers 5.17, torch 2.11; the GPU machine has them, or a venv with
+Run (transformers 5.17, torch 2.11; a GPU host with them, or a venv with
 `pip install torch==2.11.0 transformers==5.17.0 safetensors numpy`):
 
     python3 tests/golden/make_model_goldens.py --out tests/golden/models
 
-Families (shared/DEBERTA.md 2.9 lists what each exercises):
+Families (docs/deberta.md#precision-and-tolerances lists what each exercises):
   v3_like          log buckets, share_att_key, LayerNorm on rel. embeddings, c2p+p2c (F32 file)
   v2_xlarge_like   as v3_like plus the ConvLayer (kernel 3, gelu); max_relative_positions
                    falls back to max_position_embeddings (F16 file)

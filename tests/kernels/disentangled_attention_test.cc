@@ -647,8 +647,8 @@ TEST(AttentionTest, InfinitiesStayInTheirSequence) {
 // rescaled to it. Here every query's content score rises along the keys: by about 3.2 per 64-key
 // tile (exp2 domain) and by 10 more at keys 200 and 700, 70 in all. A kernel that fixed m too early
 // would overflow FP16's P (2^70), one that moved m without rescaling O and l would be wrong
-// everywhere; a lazy rescale (m moves only past a threshold, NOTES v9.10) must keep P within FP16
-// (its threshold 8 does; 24 fails here). Every variant must match float64, with and without
+// everywhere; a lazy rescale (m moves only past a threshold, HISTORY.md v9.10) must keep P within
+// FP16 (its threshold 8 does; 24 fails here). Every variant must match float64, with and without
 // saturated tiles (2100 tokens), in both half types.
 TEST(AttentionTest, ScoresRisingAlongTheKeysMatchFloat64) {
   DFLASH_REQUIRE_GPU();

@@ -4,7 +4,7 @@
 ptxas (CUDA 13.0) once compiled a window half's four wgmma of the four-CTA computed-window kernel
 (`computed / 4 / wgmma`, attention_fwd_kernel.cuh with kValuesInC2P) to nothing. It left a
 placeholder `HGMMA.64x8x16 ... RZ, gdesc[URZ]` where the group had been, and stored the other
-half's results twice (kernels/attention/NOTES.md, v9.7). Only the GPU tests saw the wrong outputs.
+half's results twice (kernels/attention/HISTORY.md, v9.7). Only the GPU tests saw the wrong outputs.
 That kernel waits for each wgmma group right after committing it, so ptxas has no other reason to
 emit a placeholder there. This check reads the test binary's sm_90a SASS without a GPU and fails
 on any placeholder in those kernels. (The three-CTA kernel issues both window halves in one group
@@ -14,7 +14,7 @@ It also fails when ptxas serialised those kernels' wgmma (warnings C7511 / C7512
 serialization", which a build does not fail on). Each of their wgmma groups is four k-steps
 (d = 64) waited for once, so a kernel has four HGMMA per `WARPGROUP.DEPBAR`; serialised, ptxas waits
 after every HGMMA (64 DEPBAR for 64 HGMMA against 16), and no wgmma overlaps other work. It struck
-several experiments' builds (NOTES v9.6, v9.10, v9.11) without failing them.
+several experiments' builds (HISTORY.md v9.6, v9.10, v9.11) without failing them.
 
 Exit status: 0 pass, 1 fail, 2 usage error, 77 skipped (no cuobjdump, or no sm_90a image in the
 binary: CTest's SKIP_RETURN_CODE).

@@ -1,7 +1,7 @@
 // Tokenizer parity with the fixtures of tests/golden/tokenizer/make_tokenizer_goldens.py: ids,
-// token types and offsets of reference (a) (sentencepiece + DEBERTA.md 4.2 in Python) for every
-// case, which equal transformers 5.17's ids wherever the case is not flagged "hf5_differs";
-// truncation against transformers' own truncation.
+// token types and offsets of reference (a) (sentencepiece + docs/deberta.md#encoding-a-text in
+// Python) for every case, which equal transformers 5.17's ids wherever the case is not flagged
+// "hf5_differs"; truncation against transformers' own truncation.
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>

@@ -37,7 +37,7 @@ void ExpectRows(TruncationStrategy strategy, const std::vector<Row>& rows) {
 TEST(TokenizerTruncationTest, LongestFirstFollowsTheRustRule) {
   ExpectRows(TruncationStrategy::kLongestFirst,
              {
-                 {10, 32, 12, 4, 5},  // DEBERTA.md 4.3: b=9 -> A 4 / B 5.
+                 {10, 32, 12, 4, 5},  // docs/deberta.md#truncation: b=9 -> A 4 / B 5.
                  {10, 32, 16, 6, 7},  // b=13 -> A 6 / B 7.
                  {32, 10, 12, 5, 4},  // Mirror image: the long one gets ceil(b/2).
                  {32, 10, 16, 7, 6},

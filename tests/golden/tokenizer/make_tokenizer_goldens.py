@@ -8,16 +8,16 @@ Inputs: tests/golden/tokenizer/spm.model (see make_spm.sh) and a few lines of
 config/demo/modern_english.txt. Outputs:
 
 - tokenizer_goldens.json: tokenizer settings (the JSON files a checkpoint would carry) and cases.
-  Reference (a), recorded in "ids"/"type_ids"/"offsets", is DEBERTA.md 4.2 spelled out here in
-  Python: added-token splitting, str.lower(), the punctuation rule via unicodedata, python
-  sentencepiece on each piece, the [CLS] A [SEP] (B [SEP]) template, and the Rust truncation
+  Reference (a), recorded in "ids"/"type_ids"/"offsets", is docs/deberta.md#encoding-a-text spelled
+  out here in Python: added-token splitting, str.lower(), the punctuation rule via unicodedata,
+  python sentencepiece on each piece, the [CLS] A [SEP] (B [SEP]) template, and the Rust truncation
   rule. Reference (b) is transformers' DebertaV2Tokenizer built the way from_pretrained builds it
   from spm.model. Where (b) differs from (a) the case carries "hf5_differs": true and "hf_ids".
   Expected differences: transformers 5 normalizes with NFC instead of sentencepiece's nmt_nfkc
-  (DEBERTA.md 4.5), turns whitespace between two punctuation characters into an extra "▁" under
-  split_by_punct, and drops an empty second text. Truncation cases record transformers' own
-  result as kept lengths: the script stops if (a)'s truncation rule disagrees, except for a
-  max_length below the special-token count, which transformers silently ignores and our
+  (docs/deberta.md#transformers-5-tokenizer), turns whitespace between two punctuation characters
+  into an extra "▁" under split_by_punct, and drops an empty second text. Truncation cases record
+  transformers' own result as kept lengths: the script stops if (a)'s truncation rule disagrees,
+  except for a max_length below the special-token count, which transformers silently ignores and our
   tokenizer rejects (kept null, "hf_untruncated").
 - unicode_properties.json: Python's str.lower() and punctuation rule over every code point, to
   check the C++ Unicode helpers exhaustively.
@@ -124,7 +124,7 @@ def added_tokens(setting):
 
 
 # ---------------------------------------------------------------------------------------------
-# Reference (a): DEBERTA.md 4.2 in Python.
+# Reference (a): docs/deberta.md#encoding-a-text in Python.
 
 def parse_varint(data, pos):
     value, shift = 0, 0
@@ -284,7 +284,8 @@ def encode_plain(chunk, setting):
 
 
 def encode_text(text, setting):
-    """Steps 1-4 of DEBERTA.md 4.2: [(id, byte begin, byte end)] into `text`'s UTF-8."""
+    """Steps 1-4 of docs/deberta.md#encoding-a-text: [(id, byte begin, byte end)] into
+    `text`'s UTF-8."""
     bytes_at = char_to_byte(text)
     out = []
     for start, end, token_id in split_added(text, added_tokens(setting)):
@@ -297,7 +298,8 @@ def encode_text(text, setting):
 
 
 def truncate(n_a, n_b, strategy, max_length):
-    """The Rust tokenizers rule (DEBERTA.md 4.3): kept (n_a, n_b), or None for an error."""
+    """The Rust tokenizers rule (docs/deberta.md#truncation): kept (n_a, n_b), or None for an
+    error."""
     if strategy == "do_not_truncate":
         return n_a, n_b
     specials = 2 if n_b is None else 3
@@ -368,7 +370,7 @@ TEXTS = [
     "multiple    internal     spaces", "tab\tseparated\tvalues", "line one\nline two\n\nline four",
     "mixed \t \n whitespace", "\u00a0", "a\u00a0b", "a\u3000b", "a\u2003b em space",
     "zero\u200bwidth", "a\x00b", "\x0b\x0c", "\u2028line separator", "a\u0085b", "\u200b",
-    # NFKC-unstable text (transformers 5 differs, DEBERTA.md 4.5).
+    # NFKC-unstable text (transformers 5 differs, docs/deberta.md#transformers-5-tokenizer).
     "Ｆｕｌｌｗｉｄｔｈ", "ﬁne ﬂow ﬀ", "½ № ™", "Ⅻ ①", "x² H₂O", "ｶﾀｶﾅ", "…", "ＡＢＣ１２３",
     "㎏ ㎞", "ℌ ℍ ℕ", "“quotes” ‘single’", "—em dash– en",
     # Latin with diacritics, casing specials, other scripts.

@@ -1,6 +1,7 @@
-# The online softmax's P rounding error, eager against lazy rescaling (NOTES v9.10): random exp2-domain
-# scores (std 1.45, about one nat as in the benchmark), bf16 V and bf16-rounded P, 64-key tiles, warps of 16
-# rows; relative L2 error of O against float64. Run: python3 softmax_rounding_sim.py
+# The online softmax's P rounding error, eager against lazy rescaling
+# (kernels/attention/HISTORY.md, v9.10): random exp2-domain scores (std 1.45, about one nat as
+# in the benchmark), bf16 V and bf16-rounded P, 64-key tiles, warps of 16 rows; relative L2 error of
+# O against float64. Run: python3 softmax_rounding_sim.py
 import numpy as np
 def bf16(x):
     x=np.asarray(x,np.float32); b=x.view(np.uint32).astype(np.uint64)
