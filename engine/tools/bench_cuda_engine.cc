@@ -195,7 +195,7 @@ int Fail(const absl::Status& status) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Measures the CUDA engine on issue 5's workloads (MNLI-like set, one 128-, 8192- and "
+      "Measures the CUDA engine on its benchmark workloads (MNLI-like set, one 128-, 8192- and "
       "32768-token sequence) and writes parity outputs.\n"
       "Usage: dflash-bench-engine --model=DIR --pairs=FILE [--dtype=fp16] [--json=OUT] "
       "[--parity_prefix=PREFIX]");
