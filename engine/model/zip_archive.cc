@@ -9,6 +9,7 @@
 #include <set>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace dflash {
@@ -182,7 +183,7 @@ const ZipEntry* ZipArchive::Find(absl::string_view name) const {
 
 absl::Status ZipArchive::EntryError(const ZipEntry& entry, absl::string_view problem) const {
   return absl::InvalidArgumentError(
-      absl::StrCat(source_->name, ": zip entry '", entry.name, "' ", problem));
+      absl::StrCat(source_->name, ": zip entry '", absl::CHexEscape(entry.name), "' ", problem));
 }
 
 absl::StatusOr<absl::string_view> ZipArchive::Read(const ZipEntry& entry) {

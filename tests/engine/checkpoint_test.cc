@@ -351,38 +351,6 @@ TEST_F(CheckpointTest, TruncatedPytorchBinIsAnErrorNamingIt) {
   EXPECT_THAT(status.message(), HasSubstr("truncated"));
 }
 
-TEST_F(CheckpointTest, ShardedPytorchBinLoads) {
-  const std::vector<TinyTensor> tensors = ConfigOnly();
-  // transformers' shards are plain dicts.
-  test::TorchCheckpointWriter first;
-  test::TorchCheckpointWriter second;
-  first.SetContainer(test::TorchCheckpointWriter::Container::kDict);
-  second.SetContainer(test::TorchCheckpointWriter::Container::kDict);
-  nlohmann::json weight_map = nlohmann::json::object();
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const std::string name = test::StoredName(tensors[i].name, "deberta.");
-    const bool in_first = i < tensors.size() / 2;
-    (in_first ? first : second).AddFloat(name, tensors[i].shape, tensors[i].values);
-    weight_map[name] =
-        in_first ? "pytorch_model-00001-of-00002.bin" : "pytorch_model-00002-of-00002.bin";
-  }
-  ASSERT_TRUE(first.WriteFile(dir() / "pytorch_model-00001-of-00002.bin").ok());
-  ASSERT_TRUE(second.WriteFile(dir() / "pytorch_model-00002-of-00002.bin").ok());
-  nlohmann::json index = {{"metadata", {{"total_size", 12345}}}, {"weight_map", weight_map}};
-  ASSERT_TRUE(test::WriteTextFile(dir() / "pytorch_model.bin.index.json", index.dump(2)).ok());
-  absl::StatusOr<Checkpoint> checkpoint = LoadCheckpoint(dir());
-  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
-  EXPECT_THAT(checkpoint->weight_files, ElementsAre(dir() / "pytorch_model-00001-of-00002.bin",
-                                                    dir() / "pytorch_model-00002-of-00002.bin"));
-  ExpectWeightsEqual(checkpoint->weights, tensors, Identity);
-
-  index["weight_map"]["classifier.bias"] = "../pytorch_model.bin";
-  ASSERT_TRUE(test::WriteTextFile(dir() / "pytorch_model.bin.index.json", index.dump(2)).ok());
-  const absl::Status status = LoadError();
-  EXPECT_THAT(status.message(), HasSubstr("pytorch_model.bin.index.json"));
-  EXPECT_THAT(status.message(), HasSubstr("not a plain file name"));
-}
-
 TEST_F(CheckpointTest, ShardedPytorchBinIndexWithoutWeightMapIsRejected) {
   ConfigOnly();
   ASSERT_TRUE(test::WriteTextFile(dir() / "pytorch_model.bin.index.json", "{}").ok());
@@ -423,21 +391,29 @@ TEST_F(CheckpointTest, BadConfigIsReportedBeforeWeights) {
   EXPECT_THAT(status.message(), HasSubstr("field 'model_type'"));
 }
 
-// Splits the tensors over two shards and writes the index; returns the index JSON.
-nlohmann::json WriteShards(const fs::path& dir, const std::vector<TinyTensor>& tensors) {
-  SafetensorsWriter first;
-  SafetensorsWriter second;
+// Splits the tensors over two shards, <stem>-0000N-of-00002<extension> written by `first` and
+// `second` (SafetensorsWriter or TorchCheckpointWriter); returns the index JSON.
+template <typename Writer>
+nlohmann::json WriteShardsWith(const fs::path& dir, const std::vector<TinyTensor>& tensors,
+                               Writer first, Writer second, const std::string& stem,
+                               const std::string& extension) {
+  const std::string first_name = stem + "-00001-of-00002" + extension;
+  const std::string second_name = stem + "-00002-of-00002" + extension;
   nlohmann::json weight_map = nlohmann::json::object();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::string name = test::StoredName(tensors[i].name, "deberta.");
     const bool in_first = i < tensors.size() / 2;
     (in_first ? first : second).AddFloat(name, tensors[i].shape, tensors[i].values);
-    weight_map[name] =
-        in_first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+    weight_map[name] = in_first ? first_name : second_name;
   }
-  EXPECT_TRUE(first.WriteFile(dir / "model-00001-of-00002.safetensors").ok());
-  EXPECT_TRUE(second.WriteFile(dir / "model-00002-of-00002.safetensors").ok());
+  EXPECT_TRUE(first.WriteFile(dir / first_name).ok());
+  EXPECT_TRUE(second.WriteFile(dir / second_name).ok());
   return nlohmann::json{{"metadata", {{"total_size", 12345}}}, {"weight_map", weight_map}};
+}
+
+nlohmann::json WriteShards(const fs::path& dir, const std::vector<TinyTensor>& tensors) {
+  return WriteShardsWith(dir, tensors, SafetensorsWriter(), SafetensorsWriter(), "model",
+                         ".safetensors");
 }
 
 TEST_F(CheckpointTest, ShardedCheckpointLoads) {
@@ -449,6 +425,26 @@ TEST_F(CheckpointTest, ShardedCheckpointLoads) {
   EXPECT_THAT(checkpoint->weight_files, ElementsAre(dir() / "model-00001-of-00002.safetensors",
                                                     dir() / "model-00002-of-00002.safetensors"));
   ExpectWeightsEqual(checkpoint->weights, tensors, Identity);
+}
+
+TEST_F(CheckpointTest, ShardedPytorchBinLoads) {
+  const std::vector<TinyTensor> tensors = ConfigOnly();
+  // transformers' shards are plain dicts.
+  test::TorchCheckpointWriter shard;
+  shard.SetContainer(test::TorchCheckpointWriter::Container::kDict);
+  nlohmann::json index = WriteShardsWith(dir(), tensors, shard, shard, "pytorch_model", ".bin");
+  ASSERT_TRUE(test::WriteTextFile(dir() / "pytorch_model.bin.index.json", index.dump(2)).ok());
+  absl::StatusOr<Checkpoint> checkpoint = LoadCheckpoint(dir());
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  EXPECT_THAT(checkpoint->weight_files, ElementsAre(dir() / "pytorch_model-00001-of-00002.bin",
+                                                    dir() / "pytorch_model-00002-of-00002.bin"));
+  ExpectWeightsEqual(checkpoint->weights, tensors, Identity);
+
+  index["weight_map"]["classifier.bias"] = "../pytorch_model.bin";
+  ASSERT_TRUE(test::WriteTextFile(dir() / "pytorch_model.bin.index.json", index.dump(2)).ok());
+  const absl::Status status = LoadError();
+  EXPECT_THAT(status.message(), HasSubstr("pytorch_model.bin.index.json"));
+  EXPECT_THAT(status.message(), HasSubstr("not a plain file name"));
 }
 
 TEST_F(CheckpointTest, IndexWithAPathIsRejected) {

@@ -100,6 +100,21 @@ TEST(TorchCheckpointTest, WriterPickleMatchesPythonsPickler) {
   }
 }
 
+// Archives written by Python's zipfile (no alignment padding, no zip64 records; one deflated)
+// around the same pickle read too.
+TEST(TorchCheckpointTest, ArchivesFromPythonsZipfileRead) {
+  for (const char* name : {"pytorch_model.bin", "no_byteorder.bin", "deflated.bin"}) {
+    const std::filesystem::path path =
+        std::filesystem::path(DFLASH_SOURCE_DIR) / "tests/fuzz/corpus/zip_archive_fuzz" / name;
+    absl::StatusOr<std::unique_ptr<TorchCheckpointFile>> file = TorchCheckpointFile::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status();
+    EXPECT_THAT(ReadTensor(**file, "tied.weight"), ElementsAre(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 2.5f));
+    EXPECT_THAT(ReadTensor(**file, "deberta.embeddings.LayerNorm.bias"),
+                ElementsAre(1.5f, 2.0f, 2.5f));
+    EXPECT_THAT(ReadTensor(**file, "classifier.bias"), ElementsAre(1.0f, -2.0f));
+  }
+}
+
 TEST(TorchCheckpointTest, FloatDTypesReadBitIdenticalToSafetensors) {
   const std::vector<float> values = {1.0f, -2.5f, 3.14159f, 1e-8f, 65504.0f, -0.0f};
   for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {

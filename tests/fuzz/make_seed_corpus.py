@@ -271,7 +271,7 @@ def torch_state_dict():
 
 def torch_seeds():
     p = "torch_pickle_fuzz"
-    z = "torch_checkpoint_fuzz"
+    z = "zip_archive_fuzz"
     state, storages = torch_state_dict()
     data_pkl = torch_pickle(state)
     write(p, "state_dict_ordered_metadata.pkl", data_pkl)
