@@ -85,7 +85,12 @@ absl::StatusOr<std::unique_ptr<TorchCheckpointFile>> TorchCheckpointFile::Parse(
     return content;
   };
 
-  DFLASH_ASSIGN_OR_RETURN(std::optional<absl::string_view> version, read_record("version", true));
+  // PyTorch's writer names the record .data/version from archive format 6 on, "version" before.
+  DFLASH_ASSIGN_OR_RETURN(std::optional<absl::string_view> version,
+                          read_record(".data/version", false));
+  if (!version.has_value()) {
+    DFLASH_ASSIGN_OR_RETURN(version, read_record("version", true));
+  }
   int format_version = 0;
   if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(*version), &format_version) ||
       format_version < 1) {

@@ -294,6 +294,15 @@ TEST(TorchCheckpointTest, LayoutErrorsNameTheRecord) {
   EXPECT_TRUE(Parse(without("pytorch_model/byteorder")).ok());
 
   std::vector<ZipRecord> records = writer.Records();
+  for (ZipRecord& record : records) {
+    if (record.name == "pytorch_model/version") record.name = "pytorch_model/.data/version";
+  }
+  EXPECT_TRUE(Parse(test::BuildZip(records)).ok()) << "the version record of format 6 and later";
+  records = writer.Records();
+  records[5].content = "three";
+  EXPECT_THAT(ParseError(test::BuildZip(records)), HasSubstr("is not a version number"));
+
+  records = writer.Records();
   records[3].content = "big";
   EXPECT_THAT(ParseError(test::BuildZip(records)), HasSubstr("only little-endian"));
   records = writer.Records();
