@@ -107,7 +107,8 @@ TEST(TorchCheckpointTest, WriterPickleMatchesPythonsPickler) {
 // Archives written by Python's zipfile (no alignment padding, no zip64 records; one deflated)
 // around the same pickle read too.
 TEST(TorchCheckpointTest, ArchivesFromPythonsZipfileRead) {
-  for (const char* name : {"pytorch_model.bin", "no_byteorder.bin", "deflated.bin"}) {
+  for (const char* name :
+       {"pytorch_model.bin", "no_byteorder.bin", "deflated.bin", "torch_layout_zip64.bin"}) {
     const std::filesystem::path path =
         std::filesystem::path(DFLASH_SOURCE_DIR) / "tests/fuzz/corpus/zip_archive_fuzz" / name;
     absl::StatusOr<std::unique_ptr<TorchCheckpointFile>> file = TorchCheckpointFile::Open(path);
@@ -117,6 +118,30 @@ TEST(TorchCheckpointTest, ArchivesFromPythonsZipfileRead) {
                 ElementsAre(1.5f, 2.0f, 2.5f));
     EXPECT_THAT(ReadTensor(**file, "classifier.bias"), ElementsAre(1.0f, -2.0f));
   }
+}
+
+// make_seed_corpus.py lays out torch_layout_zip64.bin independently of BuildZip, from the same
+// reading of PyTorch's writer; both must agree byte for byte.
+TEST(TorchCheckpointTest, BuildZipMatchesThePythonLayout) {
+  const std::filesystem::path corpus =
+      std::filesystem::path(DFLASH_SOURCE_DIR) / "tests/fuzz/corpus";
+  absl::StatusOr<std::string> pickle =
+      ReadFile(corpus / "torch_pickle_fuzz/state_dict_ordered_metadata.pkl");
+  absl::StatusOr<std::string> python = ReadFile(corpus / "zip_archive_fuzz/torch_layout_zip64.bin");
+  ASSERT_TRUE(pickle.ok()) << pickle.status();
+  ASSERT_TRUE(python.ok()) << python.status();
+  const std::vector<float> floats = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 2.5f};
+  const std::vector<ZipRecord> records = {
+      {"pytorch_model/data.pkl", *pickle},
+      {"pytorch_model/.format_version", "1"},
+      {"pytorch_model/.storage_alignment", "64"},
+      {"pytorch_model/byteorder", "little"},
+      {"pytorch_model/data/0", EncodeFloats(floats, DType::kF32)},
+      {"pytorch_model/data/1", "\x00\x3c\x00\xc0"s},
+      {"pytorch_model/version", "3\n"},
+      {"pytorch_model/.data/serialization_id", std::string(40, '0')},
+  };
+  EXPECT_EQ(test::BuildZip(records), *python);
 }
 
 TEST(TorchCheckpointTest, FloatDTypesReadBitIdenticalToSafetensors) {

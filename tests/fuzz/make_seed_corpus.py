@@ -254,6 +254,31 @@ def torch_zip(archive, records):
     return buffer.getvalue()
 
 
+def torch_layout_zip(archive, records):
+    """records as for torch_zip, laid out as PyTorch's writer (miniz) does: each record's data
+    64-byte aligned by an "FB" extra field, zip64 end records before the classic one."""
+    out, directory = b"", b""
+    for name, content in records:
+        name = (archive + "/" + name).encode()
+        offset = len(out)
+        padding = -(offset + 30 + len(name) + 4) % 64
+        crc = __import__("zlib").crc32(content)
+        common = struct.pack("<HHHHIIIH", 0, 0, 0, 0x2100, crc, len(content), len(content),
+                             len(name))
+        out += (struct.pack("<IH", 0x04034B50, 0) + common + struct.pack("<H", 4 + padding)
+                + name + b"FB" + struct.pack("<H", padding) + b"Z" * padding + content)
+        directory += (struct.pack("<IHH", 0x02014B50, 0x031E, 0) + common
+                      + struct.pack("<HHHHII", 0, 0, 0, 0, 0, offset) + name)
+    start, count = len(out), len(records)
+    out += directory
+    end64 = len(out)
+    out += struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 0x031E, 45, 0, 0, count, count,
+                       len(directory), start)
+    out += struct.pack("<IIQI", 0x07064B50, 0, end64, 1)
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, count, count, len(directory), start, 0)
+    return out
+
+
 def torch_state_dict():
     """The state dict of tests/engine/torch_checkpoint_test.cc's PickleMatchesPythonsPickler: a
     module's state_dict() (an OrderedDict with _metadata) with a shared storage and an offset
@@ -287,6 +312,7 @@ def torch_seeds():
     records += [("version", b"3\n"), (".data/serialization_id", b"0" * 40)]
     archive = torch_zip("pytorch_model", records)
     write(z, "pytorch_model.bin", archive)
+    write(z, "torch_layout_zip64.bin", torch_layout_zip("pytorch_model", records))
     write(z, "no_byteorder.bin", torch_zip("archive", [r for r in records if r[0] != "byteorder"]))
     deflated = __import__("io").BytesIO()
     with zipfile.ZipFile(deflated, "w", zipfile.ZIP_DEFLATED) as out:
