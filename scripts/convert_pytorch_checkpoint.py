@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Converts a checkpoint directory that only has pytorch_model.bin (a pickled PyTorch file) into
-model.safetensors, which DisentangledFlash Serve loads. Run once per checkpoint:
+model.safetensors. DisentangledFlash Serve reads pytorch_model.bin in PyTorch's zip format itself;
+this is for files in the legacy format of PyTorch before 1.6, which it refuses, and for those who
+prefer safetensors. Run once per checkpoint:
 
     pip install torch safetensors
     python3 scripts/convert_pytorch_checkpoint.py /path/to/model-dir

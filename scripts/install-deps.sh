@@ -39,6 +39,8 @@ packages=(
   libabsl-dev libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   libyaml-cpp-dev libsentencepiece-dev nlohmann-json3-dev libopenblas-dev libutf8proc-dev
   libgtest-dev libgmock-dev libspdlog-dev
+  # zlib's minizip and zlib: reading PyTorch checkpoints (pytorch_model.bin, zip archives).
+  libminizip-dev zlib1g-dev
   # TLS for gRPC, SHA-256 and constant-time comparison of API keys.
   libssl-dev
   # The README's Python client example (grpcio; stubs from protoc + grpc_python_plugin) and

@@ -13,24 +13,50 @@
 #include "engine/common/status_macros.h"
 #include "engine/model/json_document.h"
 #include "engine/model/safetensors.h"
+#include "engine/model/torch_checkpoint.h"
+#include "engine/model/weights_file.h"
 
 namespace dflash {
 namespace {
 
 namespace fs = std::filesystem;
 
-constexpr absl::string_view kConversionHint =
-    "convert it once with: python3 scripts/convert_pytorch_checkpoint.py <model-dir> "
-    "(needs: pip install torch safetensors)";
-
 std::string ShapeText(const std::vector<int64_t>& shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-// All tensors of a checkpoint, by canonical name, across one or more safetensors files.
+// A safetensors file as the catalog reads it.
+class SafetensorsWeights : public WeightsFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<WeightsFile>> Open(const fs::path& path) {
+    DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
+    return std::make_unique<SafetensorsWeights>(std::move(file));
+  }
+
+  explicit SafetensorsWeights(std::unique_ptr<SafetensorsFile> file) : file_(std::move(file)) {}
+
+  const fs::path& path() const override { return file_->path(); }
+  const std::vector<TensorInfo>& tensors() const override { return file_->tensors(); }
+  absl::StatusOr<std::vector<float>> ReadFloat32(const TensorInfo& tensor) const override {
+    return file_->ReadFloat32(tensor);
+  }
+
+ private:
+  std::unique_ptr<SafetensorsFile> file_;
+};
+
+absl::StatusOr<std::unique_ptr<WeightsFile>> OpenTorchWeights(const fs::path& path) {
+  DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<TorchCheckpointFile> file,
+                          TorchCheckpointFile::Open(path));
+  return std::unique_ptr<WeightsFile>(std::move(file));
+}
+
+using WeightsOpener = absl::StatusOr<std::unique_ptr<WeightsFile>> (*)(const fs::path& path);
+
+// All tensors of a checkpoint, by canonical name, across one or more weights files.
 class TensorCatalog {
  public:
-  absl::Status AddFile(std::unique_ptr<SafetensorsFile> file) {
+  absl::Status AddFile(std::unique_ptr<WeightsFile> file) {
     for (const TensorInfo& info : file->tensors()) {
       const std::string canonical = CanonicalTensorName(info.name);
       const auto [it, inserted] = entries_.emplace(canonical, Entry{file.get(), &info});
@@ -105,21 +131,24 @@ class TensorCatalog {
 
  private:
   struct Entry {
-    const SafetensorsFile* file;
+    const WeightsFile* file;
     const TensorInfo* info;
   };
 
   std::string Describe() const {
     if (files_.size() == 1) return files_.front()->path().string();
-    return absl::StrCat(files_.size(), " safetensors shards");
+    return absl::StrCat(files_.size(), " shards");
   }
 
-  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::vector<std::unique_ptr<WeightsFile>> files_;
   std::map<std::string, Entry> entries_;
   std::set<std::string> used_;
 };
 
-absl::Status AddShardsFromIndex(const fs::path& index_path, TensorCatalog& catalog) {
+// A sharded checkpoint: an index (model.safetensors.index.json or pytorch_model.bin.index.json)
+// whose weight_map names the shard of every tensor.
+absl::Status AddShardsFromIndex(const fs::path& index_path, WeightsOpener open,
+                                TensorCatalog& catalog) {
   DFLASH_ASSIGN_OR_RETURN(std::string text, ReadFile(index_path));
   DFLASH_ASSIGN_OR_RETURN(nlohmann::json index, ParseJsonDocument(text, index_path.string()));
   const auto map_it = index.is_object() ? index.find("weight_map") : index.end();
@@ -145,8 +174,8 @@ absl::Status AddShardsFromIndex(const fs::path& index_path, TensorCatalog& catal
   }
   std::map<std::string, std::set<std::string>> names_in_shard;
   for (const std::string& shard : shard_names) {
-    DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
-                            SafetensorsFile::Open(index_path.parent_path() / shard));
+    DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<WeightsFile> file,
+                            open(index_path.parent_path() / shard));
     for (const TensorInfo& info : file->tensors()) names_in_shard[shard].insert(info.name);
     DFLASH_RETURN_IF_ERROR(catalog.AddFile(std::move(file)));
   }
@@ -160,30 +189,48 @@ absl::Status AddShardsFromIndex(const fs::path& index_path, TensorCatalog& catal
   return absl::OkStatus();
 }
 
+// The weight files of a checkpoint directory, in the order transformers prefers them:
+// safetensors before PyTorch's pickled format, a single file before a sharded index.
+struct WeightsLayout {
+  absl::string_view file_name;
+  bool sharded;
+  WeightsOpener open;
+};
+
+constexpr WeightsLayout kWeightsLayouts[] = {
+    {"model.safetensors", false, SafetensorsWeights::Open},
+    {"model.safetensors.index.json", true, SafetensorsWeights::Open},
+    {"pytorch_model.bin", false, OpenTorchWeights},
+    {"pytorch_model.bin.index.json", true, OpenTorchWeights},
+};
+
 absl::StatusOr<TensorCatalog> OpenWeights(const fs::path& directory) {
-  TensorCatalog catalog;
+  std::vector<const WeightsLayout*> present;
   std::error_code error;
-  const fs::path single = directory / "model.safetensors";
-  const fs::path index = directory / "model.safetensors.index.json";
-  if (fs::exists(single, error)) {
-    DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(single));
+  for (const WeightsLayout& layout : kWeightsLayouts) {
+    if (fs::exists(directory / std::string(layout.file_name), error)) present.push_back(&layout);
+  }
+  if (present.empty()) {
+    return absl::NotFoundError(absl::StrCat(directory.string(),
+                                            ": no model.safetensors, model.safetensors.index.json, "
+                                            "pytorch_model.bin or pytorch_model.bin.index.json"));
+  }
+  const WeightsLayout& chosen = *present.front();
+  const fs::path path = directory / std::string(chosen.file_name);
+  if (present.size() > 1) {
+    Log().info("{}: weights from {} (preferred over {}, as transformers does)", directory.string(),
+               chosen.file_name, present[1]->file_name);
+  } else {
+    Log().info("{}: weights from {}", directory.string(), chosen.file_name);
+  }
+  TensorCatalog catalog;
+  if (chosen.sharded) {
+    DFLASH_RETURN_IF_ERROR(AddShardsFromIndex(path, chosen.open, catalog));
+  } else {
+    DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<WeightsFile> file, chosen.open(path));
     DFLASH_RETURN_IF_ERROR(catalog.AddFile(std::move(file)));
-    return catalog;
   }
-  if (fs::exists(index, error)) {
-    DFLASH_RETURN_IF_ERROR(AddShardsFromIndex(index, catalog));
-    return catalog;
-  }
-  if (fs::exists(directory / "pytorch_model.bin", error) ||
-      fs::exists(directory / "pytorch_model.bin.index.json", error)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(directory.string(),
-                     ": has only pytorch_model.bin (a pickled PyTorch file, which this service "
-                     "does not unpickle); ",
-                     kConversionHint));
-  }
-  return absl::NotFoundError(
-      absl::StrCat(directory.string(), ": no model.safetensors or model.safetensors.index.json"));
+  return catalog;
 }
 
 absl::StatusOr<EmbeddingConfig> LoadEmbeddingConfig(const fs::path& directory) {

@@ -1,5 +1,7 @@
-// Loading a Hugging Face DeBERTa-v2/v3 checkpoint directory: config.json, model.safetensors or a
-// sharded model.safetensors.index.json, and the sentence-transformers pooling files when present.
+// Loading a Hugging Face DeBERTa-v2/v3 checkpoint directory: config.json, the weights
+// (model.safetensors, a sharded model.safetensors.index.json, or PyTorch's pytorch_model.bin or
+// sharded pytorch_model.bin.index.json, in that order of preference, as transformers has it),
+// and the sentence-transformers pooling files when present.
 // The tokenizer files of the same directory are read by the tokenizer (server/tokenizer).
 #pragma once
 
@@ -34,7 +36,7 @@ struct Checkpoint {
 
 // Loads and validates everything before returning: a missing or mis-shaped tensor is reported by
 // name with its expected shape; tensors of MLM/RTD heads and unused absolute position embeddings
-// are skipped; a directory with only pytorch_model.bin is refused with the conversion command.
+// are skipped. Which weights file was used is logged.
 absl::StatusOr<Checkpoint> LoadCheckpoint(const std::filesystem::path& directory);
 
 // The key rules of the loader, exposed for tests: strips an optional "deberta." prefix and maps

@@ -148,6 +148,35 @@ std::optional<DType> ParseDType(absl::string_view name) {
   return std::nullopt;
 }
 
+bool IsFloatDType(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16 ||
+         dtype == DType::kF64;
+}
+
+void DecodeFloat32(DType dtype, absl::string_view raw, std::span<float> out) {
+  const size_t count = out.size();
+  switch (dtype) {
+    case DType::kF32:
+      if (count > 0) std::memcpy(out.data(), raw.data(), count * sizeof(float));
+      break;
+    case DType::kF16:
+      for (size_t i = 0; i < count; ++i) out[i] = HalfToFloat(LoadUnaligned<uint16_t>(&raw[2 * i]));
+      break;
+    case DType::kBF16:
+      for (size_t i = 0; i < count; ++i) {
+        out[i] = BFloat16ToFloat(LoadUnaligned<uint16_t>(&raw[2 * i]));
+      }
+      break;
+    case DType::kF64:
+      for (size_t i = 0; i < count; ++i) {
+        out[i] = static_cast<float>(LoadUnaligned<double>(&raw[8 * i]));
+      }
+      break;
+    default:
+      break;  // Callers check IsFloatDType first.
+  }
+}
+
 int64_t TensorInfo::NumElements() const {
   // A zero extent makes the tensor empty; checking first keeps the product of the other
   // (validated only through numel * itemsize = 0) extents from overflowing.
@@ -243,32 +272,13 @@ absl::string_view SafetensorsFile::RawBytes(const TensorInfo& tensor) const {
 }
 
 absl::StatusOr<std::vector<float>> SafetensorsFile::ReadFloat32(const TensorInfo& tensor) const {
-  const absl::string_view raw = RawBytes(tensor);
-  const size_t count = static_cast<size_t>(tensor.NumElements());
-  std::vector<float> values(count);
-  switch (tensor.dtype) {
-    case DType::kF32:
-      if (count > 0) std::memcpy(values.data(), raw.data(), count * sizeof(float));
-      break;
-    case DType::kF16:
-      for (size_t i = 0; i < count; ++i)
-        values[i] = HalfToFloat(LoadUnaligned<uint16_t>(&raw[2 * i]));
-      break;
-    case DType::kBF16:
-      for (size_t i = 0; i < count; ++i) {
-        values[i] = BFloat16ToFloat(LoadUnaligned<uint16_t>(&raw[2 * i]));
-      }
-      break;
-    case DType::kF64:
-      for (size_t i = 0; i < count; ++i) {
-        values[i] = static_cast<float>(LoadUnaligned<double>(&raw[8 * i]));
-      }
-      break;
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(path_.string(), ": tensor '", tensor.name,
-                                                     "' has dtype ", DTypeName(tensor.dtype),
-                                                     "; expected F32, F16, BF16 or F64"));
+  if (!IsFloatDType(tensor.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(path_.string(), ": tensor '", tensor.name,
+                                                   "' has dtype ", DTypeName(tensor.dtype),
+                                                   "; expected F32, F16, BF16 or F64"));
   }
+  std::vector<float> values(static_cast<size_t>(tensor.NumElements()));
+  DecodeFloat32(tensor.dtype, RawBytes(tensor), values);
   return values;
 }
 
@@ -309,8 +319,7 @@ absl::StatusOr<std::vector<int64_t>> SafetensorsFile::ReadInt64(const TensorInfo
   return values;
 }
 
-void SafetensorsWriter::AddFloat(std::string name, std::vector<int64_t> shape,
-                                 std::span<const float> values, DType stored) {
+std::string EncodeFloats(std::span<const float> values, DType stored) {
   std::string bytes;
   switch (stored) {
     case DType::kF16:
@@ -332,11 +341,16 @@ void SafetensorsWriter::AddFloat(std::string name, std::vector<int64_t> shape,
       break;
     }
     default:
-      stored = DType::kF32;
       bytes.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
       break;
   }
-  AddRaw(std::move(name), stored, std::move(shape), std::move(bytes));
+  return bytes;
+}
+
+void SafetensorsWriter::AddFloat(std::string name, std::vector<int64_t> shape,
+                                 std::span<const float> values, DType stored) {
+  if (!IsFloatDType(stored)) stored = DType::kF32;
+  AddRaw(std::move(name), stored, std::move(shape), EncodeFloats(values, stored));
 }
 
 void SafetensorsWriter::AddInt(std::string name, std::vector<int64_t> shape,

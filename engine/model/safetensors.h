@@ -41,6 +41,14 @@ enum class DType : uint8_t {
 absl::string_view DTypeName(DType dtype);
 size_t DTypeSize(DType dtype);
 std::optional<DType> ParseDType(absl::string_view name);
+// True for the dtypes DecodeFloat32 converts: F32, F16, BF16 and F64.
+bool IsFloatDType(DType dtype);
+// Converts out.size() little-endian values of the float dtype `dtype` from `raw` (at least
+// out.size() * DTypeSize(dtype) bytes) to float32.
+void DecodeFloat32(DType dtype, absl::string_view raw, std::span<float> out);
+// The little-endian bytes of `values` as `stored` (F32, F16, BF16 or F64; round-to-nearest-even
+// when narrowing); F32 for any other dtype.
+std::string EncodeFloats(std::span<const float> values, DType stored);
 
 struct TensorInfo {
   std::string name;

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/engine/tiny_checkpoint.h"
+#include "tests/engine/torch_checkpoint_writer.h"
 
 namespace dflash {
 namespace {
@@ -276,22 +277,87 @@ TEST_F(CheckpointTest, MixedDTypesPerTensor) {
   ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
 }
 
-TEST_F(CheckpointTest, PytorchBinOnlyAsksForConversion) {
+TEST_F(CheckpointTest, PytorchBinLoadsBitIdenticalToSafetensors) {
+  for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    test::ScopedTempDir safetensors_dir;
+    test::ScopedTempDir bin_dir;
+    absl::StatusOr<std::vector<TinyTensor>> tensors =
+        test::WriteTinyCheckpoint(safetensors_dir.path(), test::TinyConfigJson(), {.dtype = dtype});
+    ASSERT_TRUE(tensors.ok()) << tensors.status();
+    ASSERT_TRUE(test::WriteTinyCheckpoint(bin_dir.path(), test::TinyConfigJson(),
+                                          {.dtype = dtype, .pytorch_bin = true})
+                    .ok());
+    absl::StatusOr<Checkpoint> expected = LoadCheckpoint(safetensors_dir.path());
+    absl::StatusOr<Checkpoint> actual = LoadCheckpoint(bin_dir.path());
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    EXPECT_THAT(actual->weight_files, ElementsAre(bin_dir.path() / "pytorch_model.bin"));
+    // Both equal the written values after the same narrowing, so they are bit-identical.
+    const auto narrow = [&](float x) {
+      float narrowed = 0;
+      DecodeFloat32(dtype, EncodeFloats({&x, 1}, dtype), {&narrowed, 1});
+      return narrowed;
+    };
+    ExpectWeightsEqual(expected->weights, *tensors, narrow);
+    ExpectWeightsEqual(actual->weights, *tensors, narrow);
+  }
+}
+
+TEST_F(CheckpointTest, PytorchBinWithLegacyNamesAndNoPrefix) {
+  const std::vector<TinyTensor> tensors = ConfigOnly();
+  test::TorchCheckpointWriter writer;
+  test::AddTensors(writer, tensors, {.prefix = "", .legacy_layer_norm_names = true});
+  ASSERT_TRUE(writer.WriteFile(dir() / "pytorch_model.bin").ok());
+  absl::StatusOr<Checkpoint> checkpoint = LoadCheckpoint(dir());
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  ExpectWeightsEqual(checkpoint->weights, tensors, Identity);
+}
+
+TEST_F(CheckpointTest, SafetensorsWinsOverPytorchBin) {
+  const std::vector<TinyTensor> tensors = ConfigOnly();
+  WriteWeights(tensors, {});
+  // Never opened: transformers prefers safetensors too.
+  ASSERT_TRUE(test::WriteTextFile(dir() / "pytorch_model.bin", "not a checkpoint").ok());
+  ASSERT_TRUE(test::WriteTextFile(dir() / "pytorch_model.bin.index.json", "{}").ok());
+  absl::StatusOr<Checkpoint> checkpoint = LoadCheckpoint(dir());
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  EXPECT_THAT(checkpoint->weight_files, ElementsAre(dir() / "model.safetensors"));
+}
+
+TEST_F(CheckpointTest, PytorchBinInTheLegacyFormatSaysHowToConvert) {
   ConfigOnly();
-  ASSERT_TRUE(test::WriteTextFile(dir() / "pytorch_model.bin", "PK\x03\x04 not really").ok());
+  ASSERT_TRUE(
+      test::WriteTextFile(dir() / "pytorch_model.bin", std::string("\x80\x02\x8a\x0al\xfc\x9c"
+                                                                   "F\xf9 j\xa8P\x19.",
+                                                                   13))
+          .ok());
   const absl::Status status = LoadError();
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(status.message(), HasSubstr(dir().string()));
-  EXPECT_THAT(status.message(), HasSubstr("pytorch_model.bin"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr((dir() / "pytorch_model.bin").string()));
+  EXPECT_THAT(status.message(), HasSubstr("legacy serialization format"));
   EXPECT_THAT(status.message(), HasSubstr("scripts/convert_pytorch_checkpoint.py"));
 }
 
-TEST_F(CheckpointTest, ShardedPytorchBinOnlyAsksForConversion) {
+TEST_F(CheckpointTest, TruncatedPytorchBinIsAnErrorNamingIt) {
+  const std::vector<TinyTensor> tensors = ConfigOnly();
+  test::TorchCheckpointWriter writer;
+  test::AddTensors(writer, tensors, {});
+  const std::string bytes = writer.Serialize();
+  ASSERT_TRUE(
+      test::WriteTextFile(dir() / "pytorch_model.bin", bytes.substr(0, bytes.size() / 2)).ok());
+  const absl::Status status = LoadError();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("pytorch_model.bin"));
+  EXPECT_THAT(status.message(), HasSubstr("truncated"));
+}
+
+TEST_F(CheckpointTest, ShardedPytorchBinIndexWithoutWeightMapIsRejected) {
   ConfigOnly();
   ASSERT_TRUE(test::WriteTextFile(dir() / "pytorch_model.bin.index.json", "{}").ok());
   const absl::Status status = LoadError();
-  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(status.message(), HasSubstr("scripts/convert_pytorch_checkpoint.py"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("pytorch_model.bin.index.json"));
+  EXPECT_THAT(status.message(), HasSubstr("field 'weight_map' must be an object"));
 }
 
 TEST_F(CheckpointTest, NoWeightsIsNotFound) {
@@ -325,21 +391,29 @@ TEST_F(CheckpointTest, BadConfigIsReportedBeforeWeights) {
   EXPECT_THAT(status.message(), HasSubstr("field 'model_type'"));
 }
 
-// Splits the tensors over two shards and writes the index; returns the index JSON.
-nlohmann::json WriteShards(const fs::path& dir, const std::vector<TinyTensor>& tensors) {
-  SafetensorsWriter first;
-  SafetensorsWriter second;
+// Splits the tensors over two shards, <stem>-0000N-of-00002<extension> written by `first` and
+// `second` (SafetensorsWriter or TorchCheckpointWriter); returns the index JSON.
+template <typename Writer>
+nlohmann::json WriteShardsWith(const fs::path& dir, const std::vector<TinyTensor>& tensors,
+                               Writer first, Writer second, const std::string& stem,
+                               const std::string& extension) {
+  const std::string first_name = stem + "-00001-of-00002" + extension;
+  const std::string second_name = stem + "-00002-of-00002" + extension;
   nlohmann::json weight_map = nlohmann::json::object();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const std::string name = test::StoredName(tensors[i].name, "deberta.");
     const bool in_first = i < tensors.size() / 2;
     (in_first ? first : second).AddFloat(name, tensors[i].shape, tensors[i].values);
-    weight_map[name] =
-        in_first ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+    weight_map[name] = in_first ? first_name : second_name;
   }
-  EXPECT_TRUE(first.WriteFile(dir / "model-00001-of-00002.safetensors").ok());
-  EXPECT_TRUE(second.WriteFile(dir / "model-00002-of-00002.safetensors").ok());
+  EXPECT_TRUE(first.WriteFile(dir / first_name).ok());
+  EXPECT_TRUE(second.WriteFile(dir / second_name).ok());
   return nlohmann::json{{"metadata", {{"total_size", 12345}}}, {"weight_map", weight_map}};
+}
+
+nlohmann::json WriteShards(const fs::path& dir, const std::vector<TinyTensor>& tensors) {
+  return WriteShardsWith(dir, tensors, SafetensorsWriter(), SafetensorsWriter(), "model",
+                         ".safetensors");
 }
 
 TEST_F(CheckpointTest, ShardedCheckpointLoads) {
@@ -351,6 +425,26 @@ TEST_F(CheckpointTest, ShardedCheckpointLoads) {
   EXPECT_THAT(checkpoint->weight_files, ElementsAre(dir() / "model-00001-of-00002.safetensors",
                                                     dir() / "model-00002-of-00002.safetensors"));
   ExpectWeightsEqual(checkpoint->weights, tensors, Identity);
+}
+
+TEST_F(CheckpointTest, ShardedPytorchBinLoads) {
+  const std::vector<TinyTensor> tensors = ConfigOnly();
+  // transformers' shards are plain dicts.
+  test::TorchCheckpointWriter shard;
+  shard.SetContainer(test::TorchCheckpointWriter::Container::kDict);
+  nlohmann::json index = WriteShardsWith(dir(), tensors, shard, shard, "pytorch_model", ".bin");
+  ASSERT_TRUE(test::WriteTextFile(dir() / "pytorch_model.bin.index.json", index.dump(2)).ok());
+  absl::StatusOr<Checkpoint> checkpoint = LoadCheckpoint(dir());
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  EXPECT_THAT(checkpoint->weight_files, ElementsAre(dir() / "pytorch_model-00001-of-00002.bin",
+                                                    dir() / "pytorch_model-00002-of-00002.bin"));
+  ExpectWeightsEqual(checkpoint->weights, tensors, Identity);
+
+  index["weight_map"]["classifier.bias"] = "../pytorch_model.bin";
+  ASSERT_TRUE(test::WriteTextFile(dir() / "pytorch_model.bin.index.json", index.dump(2)).ok());
+  const absl::Status status = LoadError();
+  EXPECT_THAT(status.message(), HasSubstr("pytorch_model.bin.index.json"));
+  EXPECT_THAT(status.message(), HasSubstr("not a plain file name"));
 }
 
 TEST_F(CheckpointTest, IndexWithAPathIsRejected) {

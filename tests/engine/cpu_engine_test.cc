@@ -307,12 +307,13 @@ class CpuEngineTest : public ::testing::Test {
     ModelConfig config;
   };
 
-  Loaded Make(const nlohmann::json& json, uint32_t seed = 1) {
+  Loaded Make(const nlohmann::json& json, uint32_t seed = 1,
+              const test::TinyWriteOptions& options = {}) {
     const fs::path directory = dir_.path() / absl::StrCat("model", count_++);
     fs::create_directory(directory);
     Loaded loaded;
     absl::StatusOr<std::vector<TinyTensor>> tensors =
-        test::WriteTinyCheckpoint(directory, json, {}, seed);
+        test::WriteTinyCheckpoint(directory, json, options, seed);
     EXPECT_TRUE(tensors.ok()) << tensors.status();
     if (!tensors.ok()) return loaded;
     loaded.tensors = *std::move(tensors);
@@ -546,6 +547,29 @@ TEST_F(CpuEngineTest, RunsAreBitwiseDeterministic) {
     EXPECT_EQ(std::memcmp(again->embeddings.data(), first->embeddings.data(),
                           first->embeddings.size() * sizeof(float)),
               0);
+  }
+}
+
+TEST_F(CpuEngineTest, PytorchBinCheckpointGivesTheSafetensorsOutputsBitForBit) {
+  for (const DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    Loaded safetensors = Make(test::TinyConfigJson(), 1, {.dtype = dtype});
+    Loaded bin = Make(test::TinyConfigJson(), 1, {.dtype = dtype, .pytorch_bin = true});
+    ASSERT_NE(safetensors.engine, nullptr);
+    ASSERT_NE(bin.engine, nullptr);
+    const PackedBatch batch = Batch(ThreeSequences());
+    const RunOptions options = Outputs(kSequenceLogits | kEmbeddings | kHiddenStates);
+    absl::StatusOr<BatchOutput> expected = safetensors.engine->Run(batch, options);
+    absl::StatusOr<BatchOutput> actual = bin.engine->Run(batch, options);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    for (const auto member :
+         {&BatchOutput::hidden_states, &BatchOutput::sequence_logits, &BatchOutput::embeddings}) {
+      const std::vector<float>& a = *actual.*member;
+      const std::vector<float>& e = *expected.*member;
+      ASSERT_EQ(a.size(), e.size());
+      ASSERT_FALSE(e.empty());
+      EXPECT_EQ(std::memcmp(a.data(), e.data(), e.size() * sizeof(float)), 0) << DTypeName(dtype);
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "tests/engine/torch_checkpoint_writer.h"
 
 namespace dflash::test {
 namespace {
@@ -148,18 +149,22 @@ std::string StoredName(const std::string& canonical, absl::string_view prefix) {
   return canonical;
 }
 
+std::string WrittenName(const std::string& canonical, const TinyWriteOptions& options) {
+  std::string name = StoredName(canonical, options.prefix);
+  if (options.legacy_layer_norm_names && absl::StrContains(name, "LayerNorm.")) {
+    if (absl::EndsWith(name, ".weight")) {
+      name = absl::StrCat(name.substr(0, name.size() - 7), ".gamma");
+    } else if (absl::EndsWith(name, ".bias")) {
+      name = absl::StrCat(name.substr(0, name.size() - 5), ".beta");
+    }
+  }
+  return name;
+}
+
 void AddTensors(SafetensorsWriter& writer, const std::vector<TinyTensor>& tensors,
                 const TinyWriteOptions& options) {
   for (const TinyTensor& tensor : tensors) {
-    std::string name = StoredName(tensor.name, options.prefix);
-    if (options.legacy_layer_norm_names && absl::StrContains(name, "LayerNorm.")) {
-      if (absl::EndsWith(name, ".weight")) {
-        name = absl::StrCat(name.substr(0, name.size() - 7), ".gamma");
-      } else if (absl::EndsWith(name, ".bias")) {
-        name = absl::StrCat(name.substr(0, name.size() - 5), ".beta");
-      }
-    }
-    writer.AddFloat(std::move(name), tensor.shape, tensor.values, options.dtype);
+    writer.AddFloat(WrittenName(tensor.name, options), tensor.shape, tensor.values, options.dtype);
   }
 }
 
@@ -181,6 +186,14 @@ absl::StatusOr<std::vector<TinyTensor>> WriteTinyCheckpoint(const fs::path& dire
   std::vector<TinyTensor> tensors = MakeTinyTensors(*parsed, seed);
   if (absl::Status status = WriteTextFile(directory / "config.json", text); !status.ok()) {
     return status;
+  }
+  if (options.pytorch_bin) {
+    TorchCheckpointWriter writer;
+    AddTensors(writer, tensors, options);
+    if (absl::Status status = writer.WriteFile(directory / "pytorch_model.bin"); !status.ok()) {
+      return status;
+    }
+    return tensors;
   }
   SafetensorsWriter writer;
   writer.SetMetadata("format", "pt");

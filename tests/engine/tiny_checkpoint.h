@@ -57,7 +57,12 @@ struct TinyWriteOptions {
   std::string prefix = "deberta.";
   DType dtype = DType::kF32;
   bool legacy_layer_norm_names = false;  // Store LayerNorm .weight/.bias as .gamma/.beta.
+  bool pytorch_bin = false;              // pytorch_model.bin instead of model.safetensors.
 };
+
+// The name `canonical` is written under: StoredName with the options' prefix, and LayerNorm
+// .weight/.bias renamed .gamma/.beta when legacy_layer_norm_names is set.
+std::string WrittenName(const std::string& canonical, const TinyWriteOptions& options);
 
 // Adds `tensors` to `writer` under their stored names.
 void AddTensors(SafetensorsWriter& writer, const std::vector<TinyTensor>& tensors,
@@ -66,7 +71,8 @@ void AddTensors(SafetensorsWriter& writer, const std::vector<TinyTensor>& tensor
 absl::Status WriteTextFile(const std::filesystem::path& path, absl::string_view text);
 
 // Writes `config` as directory/config.json and every tensor MakeTinyTensors makes for it as
-// directory/model.safetensors; returns the tensors (float32 values before any narrowing).
+// directory/model.safetensors (or pytorch_model.bin); returns the tensors (float32 values before
+// any narrowing).
 absl::StatusOr<std::vector<TinyTensor>> WriteTinyCheckpoint(const std::filesystem::path& directory,
                                                             const nlohmann::json& config,
                                                             const TinyWriteOptions& options = {},

@@ -4,9 +4,14 @@
 Run from anywhere: python3 tests/fuzz/make_seed_corpus.py. The output is committed; rerun it
 only to change the seeds.
 """
+import collections
 import json
 import os
+import pickle
 import struct
+import sys
+import types
+import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -184,7 +189,146 @@ def request_seeds():
     write(t, "unknown_fields.bin", b"\x04" + field(99, "ignored") + field(10, field(1, "t")))
 
 
+class _FakeTorch:
+    """Stand-ins for the torch objects a state dict pickles, so that Python's own pickler writes
+    data.pkl exactly as torch.save does (torch is not needed): storages pickle as torch's
+    persistent ids, tensors reduce to torch._utils._rebuild_tensor_v2."""
+
+    def __init__(self):
+        self.torch = types.ModuleType("torch")
+        self.utils = types.ModuleType("torch._utils")
+        self.torch._utils = self.utils
+        for name in ("FloatStorage", "HalfStorage", "BFloat16Storage", "LongStorage"):
+            setattr(self.torch, name, type(name, (), {"__module__": "torch"}))
+
+        def _rebuild_tensor_v2(*args):
+            raise AssertionError("never called")
+
+        _rebuild_tensor_v2.__module__ = "torch._utils"
+        _rebuild_tensor_v2.__qualname__ = "_rebuild_tensor_v2"
+        self.utils._rebuild_tensor_v2 = _rebuild_tensor_v2
+        sys.modules.setdefault("torch", self.torch)
+        sys.modules.setdefault("torch._utils", self.utils)
+
+
+class _Storage:
+    def __init__(self, type_name, key, raw, itemsize):
+        self.type_name, self.key, self.raw, self.numel = type_name, key, raw, len(raw) // itemsize
+
+
+class _Tensor:
+    def __init__(self, storage, offset, size, stride):
+        self.storage, self.offset, self.size, self.stride = storage, offset, size, stride
+
+    def __reduce_ex__(self, protocol):
+        # Fresh size and stride tuples each time, as tuple(tensor.size()) and tensor.stride()
+        # are, so that the pickler memoizes none of them across tensors.
+        return (sys.modules["torch._utils"]._rebuild_tensor_v2,
+                (self.storage, self.offset, tuple(list(self.size)), tuple(list(self.stride)),
+                 False, collections.OrderedDict()))
+
+
+class _TorchPickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        if isinstance(obj, _Storage):
+            # torch.save: ("storage", storage_type, key, location, numel); "cpu" is one object.
+            return ("storage", getattr(sys.modules["torch"], obj.type_name), obj.key, "cpu",
+                    obj.numel)
+        return None
+
+
+def torch_pickle(state_dict):
+    _FakeTorch()
+    buffer = __import__("io").BytesIO()
+    _TorchPickler(buffer, protocol=2).dump(state_dict)
+    return buffer.getvalue()
+
+
+def torch_zip(archive, records):
+    """records: (name, bytes) in torch.save's order, stored, under archive/."""
+    buffer = __import__("io").BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as out:
+        for name, content in records:
+            info = zipfile.ZipInfo(archive + "/" + name, date_time=(1980, 1, 1, 0, 0, 0))
+            out.writestr(info, content)
+    return buffer.getvalue()
+
+
+def torch_layout_zip(archive, records):
+    """records as for torch_zip, laid out as PyTorch's writer (miniz) does: each record's data
+    64-byte aligned by an "FB" extra field, zip64 end records before the classic one."""
+    out, directory = b"", b""
+    for name, content in records:
+        name = (archive + "/" + name).encode()
+        offset = len(out)
+        padding = -(offset + 30 + len(name) + 4) % 64
+        crc = __import__("zlib").crc32(content)
+        common = struct.pack("<HHHHIIIH", 0, 0, 0, 0x2100, crc, len(content), len(content),
+                             len(name))
+        out += (struct.pack("<IH", 0x04034B50, 0) + common + struct.pack("<H", 4 + padding)
+                + name + b"FB" + struct.pack("<H", padding) + b"Z" * padding + content)
+        directory += (struct.pack("<IHH", 0x02014B50, 0x031E, 0) + common
+                      + struct.pack("<HHHHII", 0, 0, 0, 0, 0, offset) + name)
+    start, count = len(out), len(records)
+    out += directory
+    end64 = len(out)
+    out += struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 0x031E, 45, 0, 0, count, count,
+                       len(directory), start)
+    out += struct.pack("<IIQI", 0x07064B50, 0, end64, 1)
+    out += struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, count, count, len(directory), start, 0)
+    return out
+
+
+def torch_state_dict():
+    """The state dict of tests/engine/torch_checkpoint_test.cc's PickleMatchesPythonsPickler: a
+    module's state_dict() (an OrderedDict with _metadata) with a shared storage and an offset
+    view, plus an F16 storage."""
+    floats = _Storage("FloatStorage", "0", f32(*[0.5 * i for i in range(6)]), 4)
+    halves = _Storage("HalfStorage", "1", struct.pack("<2H", 0x3C00, 0xC000), 2)
+    state = collections.OrderedDict()
+    state["deberta.embeddings.word_embeddings.weight"] = _Tensor(floats, 0, (2, 3), (3, 1))
+    state["tied.weight"] = _Tensor(floats, 0, (2, 3), (3, 1))
+    state["deberta.embeddings.LayerNorm.bias"] = _Tensor(floats, 3, (3,), (1,))
+    state["classifier.bias"] = _Tensor(halves, 0, (2,), (1,))
+    state._metadata = collections.OrderedDict([("", {"version": 1})])
+    return state, [floats, halves]
+
+
+def torch_seeds():
+    p = "torch_pickle_fuzz"
+    z = "zip_archive_fuzz"
+    state, storages = torch_state_dict()
+    data_pkl = torch_pickle(state)
+    write(p, "state_dict_ordered_metadata.pkl", data_pkl)
+    plain = dict(state)
+    write(p, "state_dict_plain_dict.pkl", torch_pickle(plain))
+    write(p, "invalid_os_system.pkl", b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00lsq\x01\x85q\x02Rq\x03.")
+    write(p, "invalid_truncated.pkl", data_pkl[:len(data_pkl) // 2])
+    write(p, "invalid_memo.pkl", b"\x80\x02j\xff\xff\xff\xff.")
+
+    records = [("data.pkl", data_pkl), (".format_version", b"1"), (".storage_alignment", b"64"),
+               ("byteorder", b"little")]
+    records += [("data/" + s.key, s.raw) for s in storages]
+    records += [("version", b"3\n"), (".data/serialization_id", b"0" * 40)]
+    archive = torch_zip("pytorch_model", records)
+    write(z, "pytorch_model.bin", archive)
+    write(z, "torch_layout_zip64.bin", torch_layout_zip("pytorch_model", records))
+    write(z, "no_byteorder.bin", torch_zip("archive", [r for r in records if r[0] != "byteorder"]))
+    deflated = __import__("io").BytesIO()
+    with zipfile.ZipFile(deflated, "w", zipfile.ZIP_DEFLATED) as out:
+        for name, content in records:
+            out.writestr(zipfile.ZipInfo("model/" + name, date_time=(1980, 1, 1, 0, 0, 0)),
+                         content, compress_type=zipfile.ZIP_DEFLATED)
+    write(z, "deflated.bin", deflated.getvalue())
+    write(z, "invalid_truncated.bin", archive[:len(archive) - 30])
+    write(z, "invalid_legacy.bin", b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.")
+    write(z, "invalid_os_system.bin", torch_zip("x", [("data.pkl", (
+        b"\x80\x02cos\nsystem\nq\x00X\x02\x00\x00\x00lsq\x01\x85q\x02Rq\x03.")),
+        ("version", b"3\n")]))
+
+
 if __name__ == "__main__":
     safetensors_seeds()
     config_seeds()
     request_seeds()
+    torch_seeds()
