@@ -38,12 +38,14 @@ start_server() {  # start_server <binary> <log> [config]
   exit 1
 }
 stop_server() { kill -TERM "$server_pid" && wait "$server_pid" || true; }
-counted_ok() {  # The server's OK answers, all RPCs.
-  python3 -c "
-import urllib.request
-text = urllib.request.urlopen('http://127.0.0.1:$metrics_port/metrics', timeout=10).read().decode()
-print(int(sum(float(line.rsplit(' ', 1)[1]) for line in text.splitlines()
-              if line.startswith('dflash_requests_total{') and 'code=\"OK\"' in line)))"
+counted_ok() {  # counted_ok <metrics file>: saves the exposition there, prints the OK answers.
+  python3 - "$1" "$metrics_port" <<'PY'
+import sys, urllib.request
+text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[2]}/metrics", timeout=10).read().decode()
+open(sys.argv[1], "w").write(text)
+print(int(sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+              if line.startswith("dflash_requests_total{") and 'code="OK"' in line)))
+PY
 }
 load() {  # load <report> <loadtest args...>
   local report=$1
@@ -58,7 +60,7 @@ overload() {  # overload <server binary> <tag> <rate> [config]
   start_server "$1" "$out/server-$2.log" "${4:-}"
   load "$2-overload" --mode=poisson --rate="$3" --duration=60s --warmup=0s --timeout=5s
   sleep 2
-  echo "{\"server_ok\": $(counted_ok)}" > "$out/$2-overload-counted.json"
+  echo "{\"server_ok\": $(counted_ok "$out/$2-metrics.txt")}" > "$out/$2-overload-counted.json"
   stop_server
 }
 
@@ -84,7 +86,22 @@ def summary(tag):
     run = json.load(open(path))
     counted = json.load(open(os.path.join(out, f"{tag}-overload-counted.json")))["server_ok"]
     m = run["measured"]
-    return {"offered_per_s": m["offered_rate_per_s"], "ok_per_s": m["ok_rate_per_s"],
+    server = {}
+    for line in open(os.path.join(out, f"{tag}-metrics.txt")):
+        if line.startswith("#") or " " not in line:
+            continue
+        name, value = line.rsplit(" ", 1)
+        family = name.split("{", 1)[0]
+        if family in ("dflash_requests_total", "dflash_dropped_requests_total"):
+            code = name.split('code="', 1)[1].split('"', 1)[0]
+            key = f"{family}:{code}"
+        elif family in ("dflash_tokens_total", "dflash_batches_total",
+                        "dflash_batch_duration_seconds_sum"):
+            key = family
+        else:
+            continue
+        server[key] = server.get(key, 0) + float(value)
+    return {"server": server,"offered_per_s": m["offered_rate_per_s"], "ok_per_s": m["ok_rate_per_s"],
             "ok": m["ok"], "errors_by_code": m.get("errors_by_code", {}),
             "ok_p99_ms": run["latency_ms"].get("p99"), "server_counted_ok": counted,
             "server_counted_ok_equals_clients": counted == m["ok"] + run["warmup"]["ok"]}

@@ -22,6 +22,8 @@ namespace {
 // The weight of the newest batch in the throughput estimate: about the last ten batches count, so
 // the estimate follows a change of load within a few batches without jumping at one outlier.
 constexpr double kThroughputSmoothing = 0.2;
+// Admission takes a request only when its expected wait, times this, ends before its deadline.
+constexpr double kAdmissionHeadroom = 1.25;
 
 absl::Status ValidateOptions(const std::vector<std::unique_ptr<Engine>>& engines,
                              const BatchSchedulerOptions& options) {
@@ -163,6 +165,8 @@ class BatchScheduler::Impl {
   // refuse requests the engines can serve).
   double throughput_seconds_ ABSL_GUARDED_BY(mutex_) = 0;
   double throughput_tokens_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Tokens of the batches taken and not yet finished: a queued request also waits for them.
+  int64_t running_tokens_ ABSL_GUARDED_BY(mutex_) = 0;
 
   // Serializes OnQueueDepth so that the last report is the current depth. Taken before mutex_,
   // never while holding it.
@@ -323,17 +327,20 @@ absl::Status BatchScheduler::Impl::CheckDeadline(const PendingRequest& pending) 
   if (seconds_per_token <= 0 || deadline == absl::InfiniteFuture() || deadline <= now) {
     return absl::OkStatus();
   }
-  // The engines share the queue, so it drains at their combined speed.
-  const int64_t ahead = queue_.TokensAtOrAbove(pending.request.priority);
+  // The engines share the queue, so it drains at their combined speed, after the batches they
+  // are running.
+  const int64_t ahead = queue_.TokensAtOrAbove(pending.request.priority) + running_tokens_;
   const absl::Duration wait =
       absl::Seconds(seconds_per_token * static_cast<double>(ahead + pending.tokens) /
                     std::max(healthy_workers_, 1));
-  if (now + wait <= deadline) return absl::OkStatus();
+  // Headroom for the estimate's error: a request admitted to finish just at its deadline is
+  // mostly finished just after it, computed for a caller who has given up.
+  if (now + wait * kAdmissionHeadroom <= deadline) return absl::OkStatus();
   return absl::ResourceExhaustedError(
       absl::StrCat("server overloaded: expected wait ",
                    absl::FormatDuration(absl::Trunc(wait, absl::Milliseconds(1))), " (", ahead,
-                   " tokens queued ahead, ", pending.tokens,
-                   " of this request) is longer than the time to the deadline (",
+                   " tokens queued or running ahead, ", pending.tokens,
+                   " of this request) is too close to the time to the deadline (",
                    absl::FormatDuration(absl::Trunc(deadline - now, absl::Milliseconds(1))),
                    "); retry later or on another replica"));
 }
@@ -384,6 +391,7 @@ std::optional<TakenBatch> BatchScheduler::Impl::WaitAndTakeBatch() {
     work_available_.wait_until(lock, absl::ToChronoTime(due));
   }
   TakenBatch taken = queue_.TakeBatch(absl::Now(), SecondsPerTokenLocked());
+  running_tokens_ += taken.tokens;
   // Another free worker may take what is left; Submit woke only one.
   if (!queue_.empty()) work_available_.notify_one();
   return taken;
@@ -427,6 +435,7 @@ std::vector<std::shared_ptr<PendingRequest>> BatchScheduler::Impl::FinishParts(
     absl::Time end) {
   std::vector<std::shared_ptr<PendingRequest>> finished;
   std::lock_guard<std::mutex> lock(mutex_);
+  running_tokens_ -= tokens;
   if (status.ok() && tokens > 0) {
     const double seconds = absl::ToDoubleSeconds(end - start);
     if (throughput_tokens_ > 0) {

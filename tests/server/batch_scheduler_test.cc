@@ -819,21 +819,27 @@ TEST(BatchSchedulerTest, SubmitRefusesARequestThatWouldEndAfterItsDeadline) {
     return request;
   };
   ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 10)})).ok());  // No deadline.
-  // 10 + 5 tokens: 15 s against an hour.
+  // The running token, 10 queued + 5 tokens: 16 s (20 s with the headroom) against an hour.
   ASSERT_TRUE(
       harness.Submit(2, with_deadline({TaggedSequence(21, 5)}, Priority::kNormal, absl::Hours(1)))
           .ok());
-  // 15 + 5 tokens: 20 s against 10 s.
+  // 1 + 15 + 5 tokens: 21 s against 10 s.
   const absl::Status refused = harness.Submit(
       3, with_deadline({TaggedSequence(31, 5)}, Priority::kNormal, absl::Seconds(10)));
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
-  EXPECT_TRUE(absl::StrContains(refused.message(), "expected wait 20s")) << refused;
+  EXPECT_TRUE(absl::StrContains(refused.message(), "expected wait 21s")) << refused;
   EXPECT_TRUE(absl::StrContains(refused.message(), "retry later")) << refused;
-  // Nothing queued at high priority: 3 s against 10 s.
+  // Nothing queued at high priority, the running token: 4 s (5 s) against 10 s.
   ASSERT_TRUE(
       harness.Submit(4, with_deadline({TaggedSequence(41, 3)}, Priority::kHigh, absl::Seconds(10)))
           .ok());
-  // Everything queued is ahead of a low one: 18 + 5 tokens against 20 s.
+  // The running token, 3 queued at high priority and 3 tokens: 7 s, within 8 s but not with the
+  // headroom (8.75 s): refused.
+  EXPECT_EQ(
+      harness.Submit(6, with_deadline({TaggedSequence(61, 3)}, Priority::kHigh, absl::Seconds(8)))
+          .code(),
+      absl::StatusCode::kResourceExhausted);
+  // Everything queued is ahead of a low one: 1 + 18 + 5 tokens against 20 s.
   EXPECT_EQ(
       harness.Submit(5, with_deadline({TaggedSequence(51, 5)}, Priority::kLow, absl::Seconds(20)))
           .code(),
@@ -843,6 +849,7 @@ TEST(BatchSchedulerTest, SubmitRefusesARequestThatWouldEndAfterItsDeadline) {
   harness.scheduler().Shutdown();
   EXPECT_EQ(harness.answers().calls(3), 0);
   EXPECT_EQ(harness.answers().calls(5), 0);
+  EXPECT_EQ(harness.answers().calls(6), 0);
   for (int id : {0, 1, 2, 4}) harness.ExpectCorrectAnswer(id);
 }
 
@@ -879,7 +886,7 @@ TEST(BatchSchedulerTest, RequestThatCannotMeetItsDeadlineIsDroppedWhenItsBatchIs
   options.initial_seconds_per_token = 1.0;
   Harness harness(options, 1, /*gated=*/true, observer);
   harness.OccupyEngine(0, 1);
-  // 5 tokens: 5 s against 8 s, admitted.
+  // The running token and 5 tokens: 6 s (7.5 s with the headroom) against 8 s, admitted.
   InferenceRequest low = MakeRequest({TaggedSequence(11, 5)}, Priority::kLow);
   low.deadline = absl::Now() + absl::Seconds(8);
   ASSERT_TRUE(harness.Submit(1, std::move(low)).ok());
