@@ -110,10 +110,9 @@ Responder<Response> InferencePipeline::Measured(absl::string_view rpc, absl::str
           respond = std::move(respond)](absl::StatusOr<Response> response) mutable {
     const absl::Time now = absl::Now();
     const absl::Duration total = now - received;
-    if (response.ok() && response->ByteSizeLong() > max_bytes) {
+    if (const size_t bytes = response.ok() ? response->ByteSizeLong() : 0; bytes > max_bytes) {
       response = ResponseTooLarge(absl::StrCat(
-          "the answer is ", response->ByteSizeLong(),
-          " bytes, more than the server sends in one message (", max_bytes,
+          "the answer is ", bytes, " bytes, more than the server sends in one message (", max_bytes,
           "; server.max_message_bytes); send fewer or shorter inputs, or set truncate = true"));
     }
     // What the client receives: gRPC has already ended a call whose deadline passed or that was
