@@ -15,7 +15,27 @@
 
 namespace dflash::serving {
 
+// The front a request came in through: the `protocol` label of the request metrics.
+enum class Protocol : uint8_t {
+  kDflashGrpc,  // dflash.v1 over gRPC.
+  kHttp,        // The HTTP/JSON routes.
+  kKserveGrpc,  // KServe v2 (Open Inference Protocol) over gRPC.
+};
+
+inline absl::string_view ProtocolName(Protocol protocol) {
+  switch (protocol) {
+    case Protocol::kDflashGrpc:
+      return "dflash_grpc";
+    case Protocol::kHttp:
+      return "http";
+    case Protocol::kKserveGrpc:
+      return "kserve_grpc";
+  }
+  return "unknown";
+}
+
 struct CallContext {
+  Protocol protocol = Protocol::kDflashGrpc;
   absl::Time received = absl::Now();
   absl::Time deadline = absl::InfiniteFuture();
   // Set when the client cancels; shared with the batcher so a cancelled request is never computed.

@@ -105,8 +105,8 @@ Responder<Response> InferencePipeline::Measured(absl::string_view rpc, absl::str
                                                 const CallContext& call,
                                                 Responder<Response> respond) {
   return [metrics = metrics_, rpc = std::string(rpc), model = std::string(model),
-          received = call.received, deadline = call.deadline, cancelled = call.cancelled,
-          max_bytes = max_response_bytes_,
+          protocol = call.protocol, received = call.received, deadline = call.deadline,
+          cancelled = call.cancelled, max_bytes = max_response_bytes_,
           respond = std::move(respond)](absl::StatusOr<Response> response) mutable {
     const absl::Time now = absl::Now();
     const absl::Duration total = now - received;
@@ -122,7 +122,8 @@ Responder<Response> InferencePipeline::Measured(absl::string_view rpc, absl::str
     } else if (cancelled != nullptr && cancelled->load(std::memory_order_relaxed)) {
       response = absl::CancelledError("the call was cancelled before its answer was ready");
     }
-    if (metrics != nullptr) metrics->RecordRequest(rpc, model, response.status().code(), total);
+    if (metrics != nullptr)
+      metrics->RecordRequest(ProtocolName(protocol), rpc, model, response.status().code(), total);
     // The access log names no request content (that is InferenceService's opt-in).
     dflash::Log().debug("{} model={} code={} total_us={}{}{}", rpc, model,
                         StatusCodeName(response.status().code()), DurationMicros(total),

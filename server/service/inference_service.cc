@@ -25,7 +25,10 @@ void InferenceService::LogRequest(const google::protobuf::Message& request) cons
 }
 
 void InferenceService::RecordRefusal(absl::string_view rpc, const absl::Status& status) const {
-  if (metrics_ != nullptr) metrics_->RecordRequest(rpc, "", status.code(), absl::ZeroDuration());
+  if (metrics_ != nullptr) {
+    metrics_->RecordRequest(ProtocolName(Protocol::kDflashGrpc), rpc, "", status.code(),
+                            absl::ZeroDuration());
+  }
 }
 
 template <typename Request, typename Response, typename Run>
@@ -134,7 +137,8 @@ grpc::ServerUnaryReactor* InferenceService::Info(grpc::CallbackServerContext* co
         if (metrics_ != nullptr) {
           // The model label only for a served id: a client's arbitrary string must not become a
           // metric label.
-          metrics_->RecordRequest("Info", info.ok() ? parsed.model() : "", info.status().code(),
+          metrics_->RecordRequest(ProtocolName(call.protocol), "Info",
+                                  info.ok() ? parsed.model() : "", info.status().code(),
                                   absl::Now() - call.received);
         }
         respond(std::move(info));

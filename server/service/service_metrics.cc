@@ -72,14 +72,14 @@ absl::StatusOr<std::unique_ptr<ServiceMetrics>> ServiceMetrics::Create(metrics::
   DFLASH_ASSIGN_OR_RETURN(
       m->requests_,
       registry.AddCounterFamily("dflash_requests_total",
-                                "Requests answered, by RPC, model and gRPC status code (a stream "
-                                "counts each request message).",
-                                Labels{"rpc", "model", "code"}));
+                                "Requests answered, by protocol, RPC, model and gRPC status code "
+                                "(a stream counts each request message).",
+                                Labels{"protocol", "rpc", "model", "code"}));
   DFLASH_ASSIGN_OR_RETURN(
       m->request_duration_,
       registry.AddHistogramFamily("dflash_request_duration_seconds",
                                   "Time from receiving a request to its answer being ready.",
-                                  Labels{"rpc", "model"}, LatencyBuckets()));
+                                  Labels{"protocol", "rpc", "model"}, LatencyBuckets()));
   DFLASH_ASSIGN_OR_RETURN(m->tokenization_duration_,
                           registry.AddHistogramFamily("dflash_tokenization_duration_seconds",
                                                       "Time spent tokenizing one request's inputs.",
@@ -167,11 +167,16 @@ absl::StatusOr<std::unique_ptr<ServiceMetrics>> ServiceMetrics::Create(metrics::
   return m;
 }
 
-void ServiceMetrics::RecordRequest(absl::string_view rpc, absl::string_view model,
-                                   absl::StatusCode code, absl::Duration total) {
-  const std::string rpc_name(rpc), model_name(model);
-  if (auto* m = Get(requests_, {rpc_name, model_name, StatusCodeName(code)})) (void)m->Increment();
-  if (auto* m = Get(request_duration_, {rpc_name, model_name})) m->Observe(Seconds(total));
+void ServiceMetrics::RecordRequest(absl::string_view protocol, absl::string_view rpc,
+                                   absl::string_view model, absl::StatusCode code,
+                                   absl::Duration total) {
+  const std::string protocol_name(protocol), rpc_name(rpc), model_name(model);
+  if (auto* m = Get(requests_, {protocol_name, rpc_name, model_name, StatusCodeName(code)})) {
+    (void)m->Increment();
+  }
+  if (auto* m = Get(request_duration_, {protocol_name, rpc_name, model_name})) {
+    m->Observe(Seconds(total));
+  }
 }
 
 void ServiceMetrics::RecordStages(absl::string_view model, absl::Duration tokenization,

@@ -21,9 +21,10 @@ class ServiceMetrics {
                                                                 absl::string_view version,
                                                                 absl::string_view revision);
 
-  // One finished request (unary call or stream message). `model` is "" when it did not resolve.
-  void RecordRequest(absl::string_view rpc, absl::string_view model, absl::StatusCode code,
-                     absl::Duration total);
+  // One finished request (unary call or stream message). `model` is "" when it did not resolve;
+  // `protocol` names the front it came through (ProtocolName).
+  void RecordRequest(absl::string_view protocol, absl::string_view rpc, absl::string_view model,
+                     absl::StatusCode code, absl::Duration total);
   // The stages of one request that ran on the model.
   void RecordStages(absl::string_view model, absl::Duration tokenization, absl::Duration queue,
                     absl::Duration inference);

@@ -166,6 +166,8 @@ TEST_F(MetricsTest, CountersMatchTheCallsMade) {
     total += count;
   }
   EXPECT_EQ(value("dflash_requests_total", {}), total) << "no other request was counted";
+  EXPECT_EQ(value("dflash_requests_total", {{"protocol", "dflash_grpc"}}), total)
+      << "every call came through dflash.v1";
   EXPECT_EQ(
       value("dflash_request_duration_seconds_count", {{"rpc", "Classify"}, {"model", "demo"}}), 7);
   EXPECT_EQ(value("dflash_request_duration_seconds_count", {}), total);
@@ -271,7 +273,9 @@ for family in families.values():
     ASSERT_NE(it, from_python.end()) << key;
     EXPECT_EQ(it->second, sample.value) << key;
   }
-  EXPECT_EQ(from_python.at("dflash_requests_total{code=OK,model=demo,rpc=Classify}"), 5);
+  EXPECT_EQ(
+      from_python.at("dflash_requests_total{code=OK,model=demo,protocol=dflash_grpc,rpc=Classify}"),
+      5);
 }
 
 }  // namespace
