@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project, in this order:
-#   1. clang-format check of all C++/CUDA sources;
+#   1. clang-format check of all C++/CUDA sources, and the commit-message rule
+#      (scripts/check-commit-messages.sh, CONTRIBUTING.md) for commits made since it took effect;
 #   2. the main build (GCC, CUDA compiled where the toolkit exists) and its CTest suite: unit,
 #      golden-parity and engine tests; GPU tests skip with a visible message without a GPU;
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build and its CTest suite;
@@ -45,8 +46,9 @@ run_suite() {  # run_suite <name> <build-dir> <ctest args...>
   fi
 }
 
-echo "== 1/6 format"
+echo "== 1/6 format and commit messages"
 scripts/check-format.sh
+scripts/check-commit-messages.sh
 
 echo "== 2/6 main build and tests"
 # scripts/build.sh, the build step of the README and of the Dockerfile's build stages.
