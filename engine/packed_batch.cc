@@ -19,6 +19,57 @@ void PackedBatch::Append(const std::vector<int32_t>& ids, const std::vector<int3
   max_seqlen = std::max<int32_t>(max_seqlen, static_cast<int32_t>(ids.size()));
 }
 
+absl::Status ValidateSequence(absl::Span<const int32_t> ids, absl::Span<const int32_t> type_ids,
+                              const ModelConfig& config) {
+  if (ids.empty()) return absl::InvalidArgumentError("is empty");
+  if (!type_ids.empty() && type_ids.size() != ids.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("has ", ids.size(), " token ids but ", type_ids.size(), " token type ids"));
+  }
+  for (size_t t = 0; t < ids.size(); ++t) {
+    if (ids[t] < 0 || ids[t] >= config.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("has id ", ids[t], " at token ", t,
+                                                     ", outside the vocabulary [0, ",
+                                                     config.vocab_size, ")"));
+    }
+  }
+  // transformers ignores token types when the model has no type embeddings.
+  if (config.type_vocab_size > 0) {
+    for (size_t t = 0; t < type_ids.size(); ++t) {
+      if (type_ids[t] < 0 || type_ids[t] >= config.type_vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat("has type ", type_ids[t], " at token ", t,
+                                                       ", outside [0, ", config.type_vocab_size,
+                                                       ")"));
+      }
+    }
+  }
+  if (config.position_biased_input &&
+      ids.size() > static_cast<size_t>(config.max_position_embeddings)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("has ", ids.size(), " tokens, more than max_position_embeddings ",
+                     config.max_position_embeddings, " of this absolute-position model"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOutputs(uint32_t outputs, const ModelConfig& config) {
+  constexpr uint32_t kKnownOutputs = kSequenceLogits | kTokenLogits | kEmbeddings | kHiddenStates;
+  if (outputs == 0 || (outputs & ~kKnownOutputs) != 0) {
+    return absl::InvalidArgumentError("outputs must name at least one known output");
+  }
+  if ((outputs & kSequenceLogits) && config.head != HeadKind::kSequenceClassification) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("sequence logits need a sequence-classification head; this model is ",
+                     HeadKindName(config.head)));
+  }
+  if ((outputs & kTokenLogits) && config.head != HeadKind::kTokenClassification) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("token logits need a token-classification head; this model is ",
+                     HeadKindName(config.head)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidatePackedBatch(const PackedBatch& batch, const RunOptions& options,
                                  const ModelConfig& config) {
   if (batch.cu_seqlens.size() < 2) {
@@ -49,42 +100,20 @@ absl::Status ValidatePackedBatch(const PackedBatch& batch, const RunOptions& opt
   if (!batch.token_type_ids.empty() && batch.token_type_ids.size() != batch.token_ids.size()) {
     return absl::InvalidArgumentError("batch: token_type_ids and token_ids differ in length");
   }
-  for (size_t t = 0; t < batch.token_ids.size(); ++t) {
-    const int32_t id = batch.token_ids[t];
-    if (id < 0 || id >= config.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("batch: token ", t, " has id ", id,
-                                                     ", outside the vocabulary [0, ",
-                                                     config.vocab_size, ")"));
+  if (absl::Status status = ValidateOutputs(options.outputs, config); !status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("run options: ", status.message()));
+  }
+  const absl::Span<const int32_t> ids(batch.token_ids);
+  const absl::Span<const int32_t> types(batch.token_type_ids);
+  for (int s = 0; s < batch.num_sequences(); ++s) {
+    const size_t begin = batch.cu_seqlens[s];
+    const size_t length = batch.sequence_length(s);
+    const absl::Status status = ValidateSequence(
+        ids.subspan(begin, length), types.empty() ? types : types.subspan(begin, length), config);
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("batch: sequence ", s, " ", status.message()));
     }
-  }
-  // transformers ignores token types when the model has no type embeddings.
-  if (config.type_vocab_size > 0) {
-    for (size_t t = 0; t < batch.token_type_ids.size(); ++t) {
-      const int32_t type = batch.token_type_ids[t];
-      if (type < 0 || type >= config.type_vocab_size) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "batch: token ", t, " has type ", type, ", outside [0, ", config.type_vocab_size, ")"));
-      }
-    }
-  }
-  if (config.position_biased_input && longest > config.max_position_embeddings) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("batch: a sequence of ", longest, " tokens exceeds max_position_embeddings ",
-                     config.max_position_embeddings, " of this absolute-position model"));
-  }
-  if ((options.outputs & (kSequenceLogits | kTokenLogits | kEmbeddings | kHiddenStates)) == 0 ||
-      (options.outputs & ~uint32_t{kSequenceLogits | kTokenLogits | kEmbeddings | kHiddenStates})) {
-    return absl::InvalidArgumentError("run options: outputs must name at least one known output");
-  }
-  if ((options.outputs & kSequenceLogits) && config.head != HeadKind::kSequenceClassification) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("sequence logits need a sequence-classification head; this model is ",
-                     HeadKindName(config.head)));
-  }
-  if ((options.outputs & kTokenLogits) && config.head != HeadKind::kTokenClassification) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("token logits need a token-classification head; this model is ",
-                     HeadKindName(config.head)));
   }
   return absl::OkStatus();
 }

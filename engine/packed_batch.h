@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/model_config.h"
 
@@ -53,11 +54,26 @@ struct BatchOutput {
   std::vector<float> hidden_states;    // [total_tokens, hidden_size]
 };
 
+// The rules one sequence meets for `config`, whatever batch it joins: it is not empty; its type
+// ids are absent or one per id; ids are inside the vocabulary; types are inside type_vocab_size
+// (not checked without type embeddings, which transformers then ignores); an absolute-position
+// model is not given more than max_position_embeddings tokens. INVALID_ARGUMENT naming the first
+// offending token by its index in the sequence; the message continues a subject the caller
+// writes ("sequence 2 has id 9 at token 4, outside ..."). The batcher checks each request with it
+// before the request may share a batch, and ValidatePackedBatch checks each sequence of a batch
+// with it.
+absl::Status ValidateSequence(absl::Span<const int32_t> ids, absl::Span<const int32_t> type_ids,
+                              const ModelConfig& config);
+
+// The outputs a run asks for against the model: at least one known output, and each one the head
+// can give. INVALID_ARGUMENT (unknown or no output) or FAILED_PRECONDITION (an output the model
+// lacks).
+absl::Status ValidateOutputs(uint32_t outputs, const ModelConfig& config);
+
 // Checks a batch against a model before any compute: cu_seqlens starts at 0, grows strictly
-// (no empty sequences), ends at total_tokens; max_seqlen is the true maximum; ids are inside the
-// vocabulary; token types inside type_vocab_size; absolute-position models are not given
-// sequences longer than max_position_embeddings; the requested outputs exist for the head.
-// Errors are INVALID_ARGUMENT (bad batch) or FAILED_PRECONDITION (output the model lacks).
+// (no empty sequences), ends at total_tokens; max_seqlen is the true maximum; token_type_ids is
+// empty or one per token; the outputs pass ValidateOutputs and every sequence ValidateSequence
+// (errors name it: "batch: sequence 2 has id ...").
 absl::Status ValidatePackedBatch(const PackedBatch& batch, const RunOptions& options,
                                  const ModelConfig& config);
 

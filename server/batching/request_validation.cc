@@ -1,6 +1,7 @@
 #include "server/batching/request_validation.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
 #include "engine/packed_batch.h"
 
 namespace dflash::serving {
@@ -19,30 +20,18 @@ absl::Status ValidateRequest(const InferenceRequest& request, int max_batch_toke
         absl::StrCat("request outputs mask ", request.outputs,
                      " must name sequence logits and/or embeddings, nothing else"));
   }
-  PackedBatch alone;
+  DFLASH_RETURN_IF_ERROR(ValidateOutputs(request.outputs, config));
   for (size_t s = 0; s < request.sequences.size(); ++s) {
     const SequenceInput& sequence = request.sequences[s];
-    if (sequence.ids.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, " is empty"));
-    }
-    if (!sequence.type_ids.empty() && sequence.type_ids.size() != sequence.ids.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("sequence ", s, " has ", sequence.ids.size(),
-                                                     " token ids but ", sequence.type_ids.size(),
-                                                     " token type ids"));
+    if (absl::Status status = ValidateSequence(sequence.ids, sequence.type_ids, config);
+        !status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("sequence ", s, " ", status.message()));
     }
     if (sequence.ids.size() > static_cast<size_t>(max_batch_tokens)) {
       return absl::InvalidArgumentError(absl::StrCat("sequence ", s, " has ", sequence.ids.size(),
                                                      " tokens, more than the batch budget of ",
                                                      max_batch_tokens));
     }
-    alone.Append(sequence.ids, sequence.type_ids);
-  }
-  // The engines' own batch check, applied to this request alone: vocabulary and type ranges,
-  // position limits and whether the model has the requested head.
-  RunOptions options;
-  options.outputs = request.outputs;
-  if (absl::Status status = ValidatePackedBatch(alone, options, config); !status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("request rejected: ", status.message()));
   }
   return absl::OkStatus();
 }

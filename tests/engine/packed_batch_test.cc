@@ -146,9 +146,9 @@ std::vector<InvalidCase> InvalidCases() {
        "max_seqlen is 4 but the longest sequence has 5 tokens"},
       {"max_seqlen_too_large", [](B& b, O&, C&) { b.max_seqlen = 6; }, invalid, "max_seqlen is 6"},
       {"id_equal_to_vocab", [](B& b, O&, C&) { b.token_ids[4] = 50; }, invalid,
-       "token 4 has id 50, outside the vocabulary [0, 50)"},
+       "sequence 1 has id 50 at token 1, outside the vocabulary [0, 50)"},
       {"negative_id", [](B& b, O&, C&) { b.token_ids[0] = -1; }, invalid,
-       "token 0 has id -1, outside the vocabulary"},
+       "sequence 0 has id -1 at token 0, outside the vocabulary"},
       {"type_ids_wrong_length",
        [](B& b, O&, C&) {
          b.token_type_ids = {0, 0};
@@ -160,20 +160,20 @@ std::vector<InvalidCase> InvalidCases() {
          b.token_type_ids.assign(9, 0);
          b.token_type_ids[7] = 2;
        },
-       invalid, "token 7 has type 2, outside [0, 2)"},
+       invalid, "sequence 1 has type 2 at token 4, outside [0, 2)"},
       {"negative_type",
        [](B& b, O&, C& c) {
          c.type_vocab_size = 2;
          b.token_type_ids.assign(9, 0);
          b.token_type_ids[1] = -1;
        },
-       invalid, "token 1 has type -1"},
+       invalid, "sequence 0 has type -1 at token 1"},
       {"absolute_positions_too_long",
        [](B&, O&, C& c) {
          c.position_biased_input = true;
          c.max_position_embeddings = 4;
        },
-       invalid, "a sequence of 5 tokens exceeds max_position_embeddings 4"},
+       invalid, "sequence 1 has 5 tokens, more than max_position_embeddings 4"},
       {"no_outputs", [](B&, O& o, C&) { o.outputs = 0; }, invalid,
        "outputs must name at least one known output"},
       {"unknown_output_bit", [](B&, O& o, C&) { o.outputs = kEmbeddings | (1u << 7); }, invalid,
@@ -221,6 +221,28 @@ INSTANTIATE_TEST_SUITE_P(Table, ValidatePackedBatchErrorTest, ::testing::ValuesI
                          [](const ::testing::TestParamInfo<InvalidCase>& param_info) {
                            return param_info.param.label;
                          });
+
+TEST(ValidateSequenceTest, ChecksOneSequenceOnItsOwn) {
+  const ModelConfig config = TinyConfig();
+  const std::vector<int32_t> ids = {1, 7, 2};
+  EXPECT_TRUE(ValidateSequence(ids, {}, config).ok());
+  EXPECT_TRUE(ValidateSequence(ids, std::vector<int32_t>{0, 0, 0}, config).ok());
+  EXPECT_THAT(ValidateSequence({}, {}, config).message(), HasSubstr("is empty"));
+  EXPECT_THAT(ValidateSequence(ids, std::vector<int32_t>{0, 0}, config).message(),
+              HasSubstr("has 3 token ids but 2 token type ids"));
+  EXPECT_THAT(ValidateSequence(std::vector<int32_t>{1, 50}, {}, config).message(),
+              HasSubstr("has id 50 at token 1, outside the vocabulary [0, 50)"));
+  // Outputs are not a sequence's business: a token-classification model takes the same sequence.
+  EXPECT_TRUE(ValidateSequence(ids, {}, TinyConfig(HeadKind::kTokenClassification)).ok());
+}
+
+TEST(ValidateOutputsTest, ChecksTheOutputsAgainstTheHead) {
+  EXPECT_TRUE(ValidateOutputs(kSequenceLogits | kEmbeddings, TinyConfig()).ok());
+  EXPECT_EQ(ValidateOutputs(0, TinyConfig()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateOutputs(kTokenLogits, TinyConfig()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(ValidateOutputs(kTokenLogits, TinyConfig(HeadKind::kTokenClassification)).ok());
+}
 
 TEST(ValidatePackedBatchTest, TypesAreIgnoredWithoutTypeEmbeddings) {
   PackedBatch batch = ThreeSequences();

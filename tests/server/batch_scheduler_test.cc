@@ -540,6 +540,12 @@ TEST(BatchSchedulerTest, SubmitRejectsInvalidRequestsWithoutCallingDone) {
   SequenceInput out_of_vocabulary = TaggedSequence(1, 2);
   out_of_vocabulary.ids[1] = kVocab;
   expect_code(MakeRequest({out_of_vocabulary}), absl::StatusCode::kInvalidArgument);
+  // The engine's per-sequence rule (ValidateSequence), naming the request's sequence and token.
+  const absl::Status second_bad =
+      harness.Submit(0, MakeRequest({TaggedSequence(1, 2), out_of_vocabulary}));
+  EXPECT_TRUE(absl::StrContains(second_bad.message(),
+                                absl::StrCat("sequence 1 has id ", kVocab, " at token 1")))
+      << second_bad;
   SequenceInput bad_type = TaggedSequence(1, 2, /*with_types=*/true);
   bad_type.type_ids[0] = 2;
   expect_code(MakeRequest({bad_type}), absl::StatusCode::kInvalidArgument);
