@@ -42,7 +42,8 @@ ABSL_FLAG(int, single_runs, 60,
 ABSL_FLAG(int, gemm_timed_candidates, dflash::cuda::CudaEngine::Options{}.gemm_timed_candidates,
           "cuBLASLt candidates timed per GEMM shape bucket (<= 1: the heuristic's first choice).");
 ABSL_FLAG(std::string, attention_profile, "auto",
-          "Attention tuning profile: auto (config/profiles/ for the device), none (the built-in "
+          "Attention tuning profile: auto (the device's profile in $DFLASH_PROFILES_DIR, else in "
+          "config/profiles beside the binaries, as dflash-server finds it), none (the built-in "
           "heuristic), or a YAML profile's path.");
 ABSL_FLAG(bool, long_sequences, true, "Also time one 8192- and one 32768-token sequence.");
 ABSL_FLAG(std::string, json, "", "Write the results as JSON to this file.");

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/tuning/attention_family.h"
+#include "engine/tuning/profiles_directory.h"
 #include "engine/tuning/tuning_profile.h"
 #include "kernels/attention/disentangled_attention.h"
 
@@ -41,7 +42,7 @@ struct AttentionTunerOptions {
   // profile; else the path of a YAML profile, used whatever its GPU name and toolkit as long as
   // its SM matches the device's (a warning is logged when the name or toolkit differ).
   std::string profile = "auto";
-  std::filesystem::path profiles_dir = "config/profiles";
+  std::filesystem::path profiles_dir = DefaultProfilesDirectory();
   int device = 0;
 };
 

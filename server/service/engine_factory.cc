@@ -1,7 +1,6 @@
 #include "server/service/engine_factory.h"
 
 #include <cstdlib>
-#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -55,25 +54,6 @@ absl::StatusOr<Engines> CreateCpuEngine(const ModelEntry& entry, Checkpoint chec
 }
 
 #if DFLASH_WITH_CUDA_ENGINE
-// Where `tuning_profile: auto` looks: $DFLASH_PROFILES_DIR, else config/profiles beside the
-// installed binaries (<prefix>/bin/../config/profiles, the Docker image's layout), else the
-// source tree's (a build tree's binaries in build/bin).
-std::filesystem::path ProfilesDirectory() {
-  if (const char* configured = std::getenv("DFLASH_PROFILES_DIR"); configured != nullptr) {
-    return configured;
-  }
-  std::error_code error;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (!error) {
-    for (const std::filesystem::path& candidate :
-         {exe.parent_path().parent_path() / "config/profiles",
-          exe.parent_path().parent_path().parent_path() / "config/profiles"}) {
-      if (std::filesystem::is_directory(candidate, error)) return candidate;
-    }
-  }
-  return std::filesystem::path(DFLASH_SOURCE_DIR) / "config/profiles";
-}
-
 absl::StatusOr<Engines> CreateCudaEngines(const ModelEntry& entry, Checkpoint checkpoint) {
   cuda::CudaEngine::Options options;
   switch (entry.dtype) {
@@ -103,7 +83,6 @@ absl::StatusOr<Engines> CreateCudaEngines(const ModelEntry& entry, Checkpoint ch
       break;
   }
   options.tuning.profile = entry.tuning_profile;
-  options.tuning.profiles_dir = ProfilesDirectory();
   options.max_batch_tokens = entry.batching.max_batch_tokens;
   options.max_batch_sequences = entry.batching.max_batch_sequences;
   const std::vector<int> devices = entry.devices.empty() ? std::vector<int>{0} : entry.devices;

@@ -15,6 +15,7 @@
 #include "engine/model/relative_position.h"
 #include "engine/tuning/attention_family.h"
 #include "engine/tuning/attention_tuner.h"
+#include "engine/tuning/profiles_directory.h"
 #include "engine/tuning/tuning_profile.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -132,6 +133,20 @@ TEST(AttentionFamilyTest, KeysRoundTripAndBucketByLongestSequence) {
         "bf16/d64/packed/none/L32"}) {
     EXPECT_FALSE(ParseFamilyKey(key).ok()) << key;
   }
+}
+
+TEST(ProfilesDirectoryTest, EnvironmentWinsElseTheProfilesBesideTheBinaries) {
+  ASSERT_EQ(setenv("DFLASH_PROFILES_DIR", "/opt/profiles", 1), 0);
+  EXPECT_EQ(DefaultProfilesDirectory(), std::filesystem::path("/opt/profiles"));
+  ASSERT_EQ(unsetenv("DFLASH_PROFILES_DIR"), 0);
+  // The test binary lives in <build>/bin; the committed profiles are found from there whatever
+  // the working directory is.
+  const std::filesystem::path found = DefaultProfilesDirectory();
+  EXPECT_TRUE(std::filesystem::is_directory(found)) << found;
+  EXPECT_TRUE(std::filesystem::equivalent(
+      found, std::filesystem::path(DFLASH_SOURCE_DIR) / "config/profiles"))
+      << found;
+  EXPECT_EQ(AttentionTunerOptions{}.profiles_dir, found) << "the tuner's default follows the rule";
 }
 
 TEST(TuningProfileTest, ParsesAndRoundTrips) {
