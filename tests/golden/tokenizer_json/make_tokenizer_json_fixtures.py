@@ -4,17 +4,19 @@ writes them, and the encodings that the `tokenizers` library and transformers gi
 
 Run from the repository root (never at test time), with two environments:
 
-    # reference environment: Python 3.11, transformers==5.17.0 tokenizers==0.23.3
-    #   sentencepiece==0.2.3 protobuf==7.36.2 (no torch needed)
-    # old-transformers environment, used only to write the v3_hf4 directory:
-    python3 -m venv /work/.venv-hf4
-    /work/.venv-hf4/bin/pip install transformers==4.46.3 sentencepiece==0.2.0 protobuf==4.25.9
-    #   (tokenizers 0.20.3 comes with it; sentencepiece 0.2.3 needs protobuf 7)
-    HF_HUB_OFFLINE=1 /work/.venv-golden/bin/python \\
-        tests/golden/tokenizer_json/make_tokenizer_json_fixtures.py \\
-        --hf4-python /work/.venv-hf4/bin/python
-    # afterwards (or on the committed files): re-encode every case with tokenizers, print counts
-    /work/.venv-golden/bin/python tests/golden/tokenizer_json/make_tokenizer_json_fixtures.py --check
+    # reference environment, which computes every expected value (no torch needed):
+    python3 -m venv /tmp/venv-ref
+    /tmp/venv-ref/bin/pip install transformers==5.17.0 tokenizers==0.23.3 \
+        sentencepiece==0.2.3 protobuf==7.36.2
+    # old-transformers environment, used only to write the v3_hf4 directory
+    # (tokenizers 0.20.3 comes with it; sentencepiece 0.2.3 would need protobuf 7):
+    python3 -m venv /tmp/venv-hf4
+    /tmp/venv-hf4/bin/pip install transformers==4.46.3 sentencepiece==0.2.0 protobuf==4.25.9
+    HF_HUB_OFFLINE=1 /tmp/venv-ref/bin/python \
+        tests/golden/tokenizer_json/make_tokenizer_json_fixtures.py \
+        --hf4-python /tmp/venv-hf4/bin/python
+    # afterwards, or on the committed files: re-encode every case with tokenizers, print counts
+    /tmp/venv-ref/bin/python tests/golden/tokenizer_json/make_tokenizer_json_fixtures.py --check
 
 It takes a few minutes on two cores (training the two sentencepiece models dominates).
 
@@ -36,17 +38,14 @@ on the directory's tokenizer.json), and whether transformers 5.17 AutoTokenizer 
 """
 
 import argparse
-import base64
-import glob
 import gettext
+import glob
 import gzip
 import json
 import os
 import random
-import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import unicodedata
 
@@ -118,8 +117,16 @@ def multilingual_lines(chars_per_language=40000):
 def train_spm(lines, vocab_size, model_path, **extra):
     import sentencepiece as spm
 
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=model_path[:-6],
-                                   vocab_size=vocab_size, **SPM_COMMON, **extra)
+    # The trainer records model_prefix in the model; a relative one keeps spm.model byte-identical
+    # whatever the scratch directory is called.
+    here = os.getcwd()
+    os.chdir(os.path.dirname(model_path))
+    try:
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines),
+                                       model_prefix=os.path.basename(model_path)[:-6],
+                                       vocab_size=vocab_size, **SPM_COMMON, **extra)
+    finally:
+        os.chdir(here)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -551,7 +558,7 @@ def check_fixture(fixture_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=HERE)
-    parser.add_argument("--hf4-python", default="/work/.venv-hf4/bin/python")
+    parser.add_argument("--hf4-python", help="python of the transformers 4.46.3 environment")
     parser.add_argument("--only", nargs="*", help="fixture names to build (default: all)")
     parser.add_argument("--texts", type=int, default=5200)
     parser.add_argument("--check", action="store_true",
@@ -572,6 +579,8 @@ def main():
         v3_spm = os.path.join(work, "v3.model")
         m_spm = os.path.join(work, "mdeberta.model")
         wanted = set(args.only or ["v3_hf5", "v3_hf5_lower_punct", "v3_hf4", "mdeberta"])
+        if "v3_hf4" in wanted and not args.hf4_python:
+            parser.error("v3_hf4 needs --hf4-python")
         if wanted & {"v3_hf5", "v3_hf5_lower_punct", "v3_hf4"}:
             train_spm(english, 6000, v3_spm, character_coverage=0.9995)
         if "mdeberta" in wanted:
