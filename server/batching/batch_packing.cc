@@ -64,6 +64,10 @@ absl::Status CheckBatchOutput(const BatchOutput& output, const PackedBatch& batc
     DFLASH_RETURN_IF_ERROR(
         CheckRows(output.sequence_logits, sequences, output.num_labels, "sequence logit"));
   }
+  if (outputs & kTokenLogits) {
+    DFLASH_RETURN_IF_ERROR(
+        CheckRows(output.token_logits, batch.total_tokens(), output.num_labels, "token logit"));
+  }
   if (outputs & kEmbeddings) {
     DFLASH_RETURN_IF_ERROR(
         CheckRows(output.embeddings, sequences, output.hidden_size, "embedding"));
@@ -73,11 +77,19 @@ absl::Status CheckBatchOutput(const BatchOutput& output, const PackedBatch& batc
 
 void ScatterOutputs(const BatchOutput& output, const std::vector<BatchPart>& parts) {
   int batch_sequence = 0;
+  size_t batch_token = 0;  // The sequence's first token in the batch.
   for (const BatchPart& part : parts) {
     PendingRequest& pending = *part.request;
     const uint32_t wanted = pending.request.outputs;
     for (int s = 0; s < part.num_sequences; ++s, ++batch_sequence) {
       SequenceOutput& slot = pending.outputs[part.first_sequence + s];
+      const size_t length = pending.request.sequences[part.first_sequence + s].ids.size();
+      if (wanted & kTokenLogits) {
+        const auto first =
+            output.token_logits.begin() + static_cast<ptrdiff_t>(batch_token * output.num_labels);
+        slot.token_logits.assign(first, first + static_cast<ptrdiff_t>(length * output.num_labels));
+      }
+      batch_token += length;
       if (wanted & kSequenceLogits) {
         slot.logits = Row(output.sequence_logits, batch_sequence, output.num_labels);
       }

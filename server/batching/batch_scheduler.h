@@ -57,8 +57,9 @@ struct SequenceInput {
 
 // The engine outputs of one sequence (only the kinds the request asked for are filled).
 struct SequenceOutput {
-  std::vector<float> logits;     // [num_labels] when kSequenceLogits was requested.
-  std::vector<float> embedding;  // [hidden] when kEmbeddings was requested (not normalized).
+  std::vector<float> logits;        // [num_labels] when kSequenceLogits was requested.
+  std::vector<float> embedding;     // [hidden] when kEmbeddings was requested (not normalized).
+  std::vector<float> token_logits;  // [length, num_labels] when kTokenLogits was requested.
 };
 
 struct InferenceResult {
@@ -73,7 +74,8 @@ using CancellationFlag = std::atomic<bool>;
 
 struct InferenceRequest {
   std::vector<SequenceInput> sequences;  // At least one; none empty.
-  uint32_t outputs = kSequenceLogits;    // OutputKind mask: kSequenceLogits and/or kEmbeddings.
+  uint32_t outputs = kSequenceLogits;    // OutputKind mask: kSequenceLogits, kTokenLogits and/or
+                                         // kEmbeddings.
   Priority priority = Priority::kNormal;
   absl::Time deadline = absl::InfiniteFuture();
   std::shared_ptr<const CancellationFlag> cancelled;  // May be null (never cancelled).
@@ -136,14 +138,15 @@ class BatchScheduler {
   // Queues a request. Errors (request not queued, `done` not called): INVALID_ARGUMENT for no
   // sequences, an empty sequence, ids/types length mismatch, a sequence longer than
   // max_batch_tokens, a null `done`, an `outputs` mask that is empty or names more than
-  // kSequenceLogits and kEmbeddings, ids or types outside the model's vocabularies, a sequence
-  // longer than an absolute-position model's max_position_embeddings, or a request that alone
-  // exceeds an admission limit (it could never be queued); FAILED_PRECONDITION for sequence logits
-  // from a model without a sequence-classification head; RESOURCE_EXHAUSTED when an admission limit
-  // would be exceeded (the message says which and suggests retrying with backoff) or when the
-  // request would by the throughput estimate end after its deadline (the message gives the expected
-  // wait and suggests retrying later or elsewhere); UNAVAILABLE after Shutdown began. Checking
-  // against the model here keeps one bad request from failing the batch it would share with others.
+  // kSequenceLogits, kTokenLogits and kEmbeddings, ids or types outside the model's vocabularies, a
+  // sequence longer than an absolute-position model's max_position_embeddings, or a request that
+  // alone exceeds an admission limit (it could never be queued); FAILED_PRECONDITION for sequence
+  // logits (token logits) from a model without a sequence- (token-) classification head;
+  // RESOURCE_EXHAUSTED when an admission limit would be exceeded (the message says which and
+  // suggests retrying with backoff) or when the request would by the throughput estimate end after
+  // its deadline (the message gives the expected wait and suggests retrying later or elsewhere);
+  // UNAVAILABLE after Shutdown began. Checking against the model here keeps one bad request from
+  // failing the batch it would share with others.
   absl::Status Submit(InferenceRequest request);
 
   // Stops accepting, lets the workers finish every queued request, joins them. Idempotent.

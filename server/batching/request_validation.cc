@@ -14,11 +14,11 @@ absl::Status ValidateRequest(const InferenceRequest& request, int max_batch_toke
   if (!request.done) {
     return absl::InvalidArgumentError("request has no completion callback");
   }
-  constexpr uint32_t kServedOutputs = kSequenceLogits | kEmbeddings;
+  constexpr uint32_t kServedOutputs = kSequenceLogits | kTokenLogits | kEmbeddings;
   if (request.outputs == 0 || (request.outputs & ~kServedOutputs) != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("request outputs mask ", request.outputs,
-                     " must name sequence logits and/or embeddings, nothing else"));
+                     " must name sequence logits, token logits and/or embeddings, nothing else"));
   }
   DFLASH_RETURN_IF_ERROR(ValidateOutputs(request.outputs, config));
   for (size_t s = 0; s < request.sequences.size(); ++s) {

@@ -26,14 +26,15 @@ constexpr unsigned kZeroShot = Bit(Command::kZeroShot);
 constexpr unsigned kRerank = Bit(Command::kRerank);
 constexpr unsigned kEmbed = Bit(Command::kEmbed);
 constexpr unsigned kTokenize = Bit(Command::kTokenize);
+constexpr unsigned kTokens = Bit(Command::kTokens);
 constexpr unsigned kInfo = Bit(Command::kInfo);
 constexpr unsigned kHealth = Bit(Command::kHealth);
 // The RPCs that queue (and so take a priority), and those that also read inputs.
-constexpr unsigned kQueued = kClassify | kZeroShot | kRerank | kEmbed;
+constexpr unsigned kQueued = kClassify | kZeroShot | kRerank | kEmbed | kTokens;
 constexpr unsigned kWithInputs = kQueued | kTokenize;
 constexpr unsigned kAll = kWithInputs | kInfo | kHealth;
 // The commands whose inputs are texts (--text or --input).
-constexpr unsigned kTextInputs = kClassify | kZeroShot | kEmbed | kTokenize;
+constexpr unsigned kTextInputs = kClassify | kZeroShot | kEmbed | kTokenize | kTokens;
 
 struct CommandDef {
   Command command;
@@ -44,7 +45,7 @@ struct CommandDef {
   absl::string_view examples;
 };
 
-constexpr std::array<CommandDef, 7> kCommands = {{
+constexpr std::array<CommandDef, 8> kCommands = {{
     {Command::kClassify, "classify", "Score texts or text pairs with a sequence classifier.",
      "classify (--text=TEXT [--text_pair=TEXT] ... | --input=FILE) [flags]",
      "Scores texts or text pairs with a sequence-classification model "
@@ -83,6 +84,16 @@ constexpr std::array<CommandDef, 7> kCommands = {{
      "(InferenceService.Tokenize). --input lines: {\"text\": \"...\", \"text_pair\": \"...\"}.",
      "dflash-cli tokenize --text \"héllo world\"\n"
      "dflash-cli tokenize --text \"question\" --text_pair \"passage\" --noadd_special_tokens"},
+    {Command::kTokens, "tokens", "Label the tokens of texts and group them into entities.",
+     "tokens (--text=TEXT ... | --input=FILE) [flags]",
+     "Labels every token of each text with a token-classification model and groups the labels "
+     "into\nentities (InferenceService.TokenClassify), as transformers' "
+     "TokenClassificationPipeline does.\nOffsets: start/end in UTF-8 bytes, char_start/char_end "
+     "in code points. --input lines: {\"text\": \"...\"}.",
+     "dflash-cli tokens --text \"Ada Lovelace met Charles Babbage in London.\" --aggregation "
+     "simple\n"
+     "dflash-cli tokens --input news.jsonl --aggregation first --ignore_labels O,MISC\n"
+     "dflash-cli tokens --text \"Paris\" --keep_all_labels --pretty"},
     {Command::kInfo, "info", "Describe the server and its models.", "info [--model=ID] [flags]",
      "Describes the server and the models it serves (InferenceService.Info).",
      "dflash-cli info\ndflash-cli info --model nli-deberta-v3-base --pretty"},
@@ -155,6 +166,13 @@ constexpr std::array<std::pair<absl::string_view, v1::ScoreFunction>, 3> kScoreF
     {"sigmoid", v1::SCORE_FUNCTION_SIGMOID},
     {"raw", v1::SCORE_FUNCTION_RAW},
 }};
+constexpr std::array<std::pair<absl::string_view, v1::AggregationStrategy>, 5> kAggregations = {{
+    {"none", v1::AGGREGATION_STRATEGY_NONE},
+    {"simple", v1::AGGREGATION_STRATEGY_SIMPLE},
+    {"first", v1::AGGREGATION_STRATEGY_FIRST},
+    {"average", v1::AGGREGATION_STRATEGY_AVERAGE},
+    {"max", v1::AGGREGATION_STRATEGY_MAX},
+}};
 constexpr std::array<std::pair<absl::string_view, v1::EmbeddingEncoding>, 2> kEncodings = {{
     {"float32", v1::EMBEDDING_ENCODING_FLOAT32},
     {"float16", v1::EMBEDDING_ENCODING_FLOAT16},
@@ -173,13 +191,19 @@ absl::Status ApplyTimeout(absl::string_view value, CliArgs& args) {
   return absl::OkStatus();
 }
 
-absl::Status ApplyLabels(absl::string_view value, CliArgs& args) {
+// Appends the comma-separated, non-empty labels of --`name` to `labels`.
+absl::Status AppendLabels(absl::string_view name, absl::string_view value,
+                          std::vector<std::string>& labels) {
   for (absl::string_view label : absl::StrSplit(value, ',')) {
     label = absl::StripAsciiWhitespace(label);
-    if (label.empty()) return FlagError("labels", value, "has an empty label");
-    args.labels.emplace_back(label);
+    if (label.empty()) return FlagError(name, value, "has an empty label");
+    labels.emplace_back(label);
   }
   return absl::OkStatus();
+}
+
+absl::Status ApplyLabels(absl::string_view value, CliArgs& args) {
+  return AppendLabels("labels", value, args.labels);
 }
 
 // The flags, in the order help lists them: connection and output first, then request fields.
@@ -327,6 +351,22 @@ const std::vector<FlagDef>& Flags() {
          DFLASH_ASSIGN_OR_RETURN(a.add_special_tokens, ParseBool("add_special_tokens", v));
          return absl::OkStatus();
        }},
+      {"aggregation", "none|simple|first|average|max", false, kTokens,
+       "How token labels become entities (default none: one per token; see dflash.proto).",
+       [](absl::string_view v, CliArgs& a) {
+         DFLASH_ASSIGN_OR_RETURN(a.aggregation, ParseChoice("aggregation", v, kAggregations));
+         return absl::OkStatus();
+       }},
+      {"ignore_labels", "A,B", true, kTokens,
+       "Labels (entity groups) left out of the answer, comma-separated (default: O).",
+       [](absl::string_view v, CliArgs& a) {
+         return AppendLabels("ignore_labels", v, a.ignore_labels);
+       }},
+      {"keep_all_labels", "", false, kTokens, "Leave nothing out, O included.",
+       [](absl::string_view v, CliArgs& a) {
+         DFLASH_ASSIGN_OR_RETURN(a.keep_all_labels, ParseBool("keep_all_labels", v));
+         return absl::OkStatus();
+       }},
       {"service", "NAME", false, kHealth,
        "The service to ask about, e.g. dflash.v1.InferenceService (default \"\": the server).",
        [](absl::string_view v, CliArgs& a) {
@@ -444,6 +484,9 @@ absl::Status CheckCombinations(const CliArgs& args, const std::set<absl::string_
                              " --text_pair; give one --text_pair per --text"));
   }
   if (command == Command::kZeroShot && args.labels.empty()) return fail("zeroshot needs --labels");
+  if (args.keep_all_labels && !args.ignore_labels.empty()) {
+    return fail("give --ignore_labels or --keep_all_labels, not both");
+  }
   if (command == Command::kRerank) {
     if (!given.contains("query")) return fail("rerank needs --query");
     if (args.documents.empty() && args.input.empty()) {

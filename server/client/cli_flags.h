@@ -20,7 +20,7 @@
 namespace dflash::cli {
 
 // The subcommands; each is one RPC.
-enum class Command { kClassify, kZeroShot, kRerank, kEmbed, kTokenize, kInfo, kHealth };
+enum class Command { kClassify, kZeroShot, kRerank, kEmbed, kTokenize, kTokens, kInfo, kHealth };
 
 // The subcommand's name on the command line ("zeroshot").
 absl::string_view CommandName(Command command);
@@ -77,6 +77,9 @@ struct CliArgs {
   std::optional<bool> normalize;
   dflash::v1::EmbeddingEncoding encoding = dflash::v1::EMBEDDING_ENCODING_UNSPECIFIED;
   std::optional<bool> add_special_tokens;
+  dflash::v1::AggregationStrategy aggregation = dflash::v1::AGGREGATION_STRATEGY_UNSPECIFIED;
+  std::vector<std::string> ignore_labels;  // --ignore_labels, split at commas
+  bool keep_all_labels = false;
   std::string service;  // health: "" asks about the whole server
 };
 

@@ -103,6 +103,7 @@ JsonlSchema SchemaOf(Command command) {
   switch (command) {
     case Command::kZeroShot:
     case Command::kEmbed:
+    case Command::kTokens:
       return JsonlSchema::kText;
     case Command::kRerank:
       return JsonlSchema::kDocument;
@@ -274,6 +275,27 @@ absl::StatusOr<std::vector<v1::TokenizeRequest>> BuildTokenizeRequests(
     if (args.add_special_tokens.has_value()) {
       request.set_add_special_tokens(*args.add_special_tokens);
     }
+  }
+  return requests;
+}
+
+absl::StatusOr<std::vector<v1::TokenClassifyRequest>> BuildTokenClassifyRequests(
+    const CliArgs& args, const std::vector<InputRecord>& inputs) {
+  DFLASH_ASSIGN_OR_RETURN(const auto chunks, Chunks(inputs.size(), args.batch));
+  std::vector<v1::TokenClassifyRequest> requests(chunks.size());
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    v1::TokenClassifyRequest& request = requests[c];
+    SetShared(args, request);
+    request.set_priority(args.priority);
+    for (size_t i = chunks[c].first; i < chunks[c].second; ++i) {
+      if (inputs[i].text_pair.has_value()) {
+        return absl::InvalidArgumentError("tokens inputs are single texts");
+      }
+      request.add_inputs(inputs[i].text);
+    }
+    request.set_aggregation(args.aggregation);
+    for (const std::string& label : args.ignore_labels) request.add_ignore_labels(label);
+    request.set_keep_all_labels(args.keep_all_labels);
   }
   return requests;
 }

@@ -26,7 +26,7 @@ struct InputRecord {
 // What one JSONL line holds.
 enum class JsonlSchema {
   kTextAndPair,  // {"text": ..., "text_pair": ...} with text_pair optional (classify, tokenize)
-  kText,         // {"text": ...} (zeroshot, embed)
+  kText,         // {"text": ...} (zeroshot, embed, tokens)
   kDocument,     // {"document": ...} or {"text": ...} (rerank)
 };
 
@@ -55,6 +55,8 @@ absl::StatusOr<std::vector<dflash::v1::RerankRequest>> BuildRerankRequests(
 absl::StatusOr<std::vector<dflash::v1::EmbedRequest>> BuildEmbedRequests(
     const CliArgs& args, const std::vector<InputRecord>& inputs);
 absl::StatusOr<std::vector<dflash::v1::TokenizeRequest>> BuildTokenizeRequests(
+    const CliArgs& args, const std::vector<InputRecord>& inputs);
+absl::StatusOr<std::vector<dflash::v1::TokenClassifyRequest>> BuildTokenClassifyRequests(
     const CliArgs& args, const std::vector<InputRecord>& inputs);
 dflash::v1::InfoRequest BuildInfoRequest(const CliArgs& args);
 grpc::health::v1::HealthCheckRequest BuildHealthRequest(const CliArgs& args);

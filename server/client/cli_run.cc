@@ -167,6 +167,13 @@ int RunCli(const std::vector<std::string>& argv, std::istream& in, std::ostream&
               v1::TokenizeResponse* response) {
             return stub->Tokenize(context, request, response);
           });
+    case Command::kTokens:
+      return RunCalls<v1::TokenClassifyResponse>(
+          "TokenClassify", BuildTokenClassifyRequests(args, *inputs), session,
+          [&](grpc::ClientContext* context, const v1::TokenClassifyRequest& request,
+              v1::TokenClassifyResponse* response) {
+            return stub->TokenClassify(context, request, response);
+          });
     case Command::kInfo:
       return RunCalls<v1::InfoResponse>(
           "Info",

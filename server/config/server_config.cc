@@ -60,12 +60,13 @@ constexpr YamlSection kServerSections[] = {
     {"tls", kTlsKeys}, {"auth", kAuthKeys}, {"logging", kLoggingKeys}};
 constexpr YamlSection kModelSections[] = {{"batching", kBatchingKeys}, {"limits", kLimitsKeys}};
 
-constexpr std::array<std::pair<absl::string_view, ModelTask>, 5> kTasks = {{
+constexpr std::array<std::pair<absl::string_view, ModelTask>, 6> kTasks = {{
     {"auto", ModelTask::kAuto},
     {"classify", ModelTask::kClassify},
     {"zero_shot", ModelTask::kZeroShot},
     {"rerank", ModelTask::kRerank},
     {"embed", ModelTask::kEmbed},
+    {"token_classify", ModelTask::kTokenClassify},
 }};
 constexpr std::array<std::pair<absl::string_view, BackendChoice>, 4> kBackends = {{
     {"auto", BackendChoice::kAuto},

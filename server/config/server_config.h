@@ -70,7 +70,7 @@ struct RequestLimitsConfig {
   int64_t max_request_tokens = 262144;
 };
 
-enum class ModelTask { kAuto, kClassify, kZeroShot, kRerank, kEmbed };
+enum class ModelTask { kAuto, kClassify, kZeroShot, kRerank, kEmbed, kTokenClassify };
 // kNull computes nothing and returns zeros: it measures what the server itself costs per request.
 // YAML reads a bare null as "no value", so the file spells it "null" in quotes.
 enum class BackendChoice { kAuto, kCpu, kCuda, kNull };

@@ -61,6 +61,11 @@ absl::Status TaskUnsupported(ServedTask task, const ServedModel& model) {
           "' is not a cross-encoder (Rerank needs a sequence classifier with exactly one label; "
           "this one has ",
           model.config().num_labels(), ")"));
+    case ServedTask::kTokenClassify:
+      return absl::FailedPreconditionError(
+          absl::StrCat("model '", model.id(),
+                       "' has no token-classification head; TokenClassify needs one "
+                       "(DebertaV2ForTokenClassification)"));
     case ServedTask::kEmbed:
       break;
   }
@@ -142,6 +147,7 @@ DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::ZeroShotResponse)
 DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::RerankResponse)
 DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::EmbedResponse)
 DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::TokenizeResponse)
+DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::TokenClassifyResponse)
 #undef DFLASH_INSTANTIATE_BEGIN_REQUEST
 
 void InferencePipeline::RunSequences(ServedModel* model, const CallContext& call, Priority priority,

@@ -57,6 +57,8 @@ class InferencePipeline {
              Responder<v1::EmbedResponse> respond);
   void Tokenize(const v1::TokenizeRequest& request, CallContext call,
                 Responder<v1::TokenizeResponse> respond);
+  void TokenClassify(const v1::TokenClassifyRequest& request, CallContext call,
+                     Responder<v1::TokenClassifyResponse> respond);
   absl::StatusOr<v1::InfoResponse> Info(const v1::InfoRequest& request) const;
 
   const ModelCatalog& catalog() const { return catalog_; }

@@ -127,6 +127,15 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
       });
 }
 
+grpc::ServerUnaryReactor* InferenceService::TokenClassify(grpc::CallbackServerContext* context,
+                                                          const Bytes* request, Bytes* response) {
+  return Unary<v1::TokenClassifyRequest, v1::TokenClassifyResponse>(
+      "TokenClassify", context, *request, response,
+      [this](const v1::TokenClassifyRequest& parsed, CallContext call, auto respond) {
+        pipeline_.TokenClassify(parsed, std::move(call), std::move(respond));
+      });
+}
+
 grpc::ServerUnaryReactor* InferenceService::Info(grpc::CallbackServerContext* context,
                                                  const Bytes* request, Bytes* response) {
   return Unary<v1::InfoRequest, v1::InfoResponse>(
@@ -159,6 +168,13 @@ InferenceService::BidiStream* InferenceService::RerankStream(grpc::CallbackServe
 InferenceService::BidiStream* InferenceService::EmbedStream(grpc::CallbackServerContext* context) {
   return Stream<v1::EmbedRequest, v1::EmbedResponse, v1::EmbedStreamResponse>(
       "EmbedStream", context, &InferencePipeline::Embed);
+}
+
+InferenceService::BidiStream* InferenceService::TokenClassifyStream(
+    grpc::CallbackServerContext* context) {
+  return Stream<v1::TokenClassifyRequest, v1::TokenClassifyResponse,
+                v1::TokenClassifyStreamResponse>("TokenClassifyStream", context,
+                                                 &InferencePipeline::TokenClassify);
 }
 
 }  // namespace dflash::serving

@@ -20,8 +20,10 @@ using RawInferenceService = v1::InferenceService::WithRawCallbackMethod_Classify
                     v1::InferenceService::WithRawCallbackMethod_Embed<
                         v1::InferenceService::WithRawCallbackMethod_EmbedStream<
                             v1::InferenceService::WithRawCallbackMethod_Tokenize<
-                                v1::InferenceService::WithRawCallbackMethod_Info<
-                                    v1::InferenceService::Service>>>>>>>>>;
+                                v1::InferenceService::WithRawCallbackMethod_TokenClassify<
+                                    v1::InferenceService::WithRawCallbackMethod_TokenClassifyStream<
+                                        v1::InferenceService::WithRawCallbackMethod_Info<
+                                            v1::InferenceService::Service>>>>>>>>>>>;
 
 class InferenceService final : public RawInferenceService {
  public:
@@ -52,11 +54,14 @@ class InferenceService final : public RawInferenceService {
                                   Bytes* response) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context, const Bytes* request,
                                      Bytes* response) override;
+  grpc::ServerUnaryReactor* TokenClassify(grpc::CallbackServerContext* context,
+                                          const Bytes* request, Bytes* response) override;
   grpc::ServerUnaryReactor* Info(grpc::CallbackServerContext* context, const Bytes* request,
                                  Bytes* response) override;
   BidiStream* ClassifyStream(grpc::CallbackServerContext* context) override;
   BidiStream* RerankStream(grpc::CallbackServerContext* context) override;
   BidiStream* EmbedStream(grpc::CallbackServerContext* context) override;
+  BidiStream* TokenClassifyStream(grpc::CallbackServerContext* context) override;
 
  private:
   // UNAUTHENTICATED when API keys are configured and the call's key does not match.

@@ -15,6 +15,8 @@ v1::Task ToProtoTask(ServedTask task) {
       return v1::TASK_RERANK;
     case ServedTask::kEmbed:
       return v1::TASK_EMBED;
+    case ServedTask::kTokenClassify:
+      return v1::TASK_TOKEN_CLASSIFY;
   }
   return v1::TASK_UNSPECIFIED;
 }
@@ -45,12 +47,15 @@ void FillModelInfo(ServedModel& model, v1::ModelInfo* info) {
   info->set_architecture(config.architectures.empty() ? "DebertaV2Model"
                                                       : config.architectures.front());
   for (ServedTask task : caps.tasks) info->add_tasks(ToProtoTask(task));
-  if (config.head == HeadKind::kSequenceClassification) {
+  if (config.head == HeadKind::kSequenceClassification ||
+      config.head == HeadKind::kTokenClassification) {
     for (int id = 0; id < config.num_labels(); ++id) {
       v1::Label* label = info->add_labels();
       label->set_id(id);
       label->set_name(config.id2label[static_cast<size_t>(id)]);
     }
+  }
+  if (config.head == HeadKind::kSequenceClassification) {
     info->set_default_score_function(ToProtoScoreFunction(model.default_score_function()));
   }
   if (caps.Supports(ServedTask::kZeroShot)) {

@@ -17,6 +17,8 @@ absl::string_view ServedTaskName(ServedTask task) {
       return "rerank";
     case ServedTask::kEmbed:
       return "embed";
+    case ServedTask::kTokenClassify:
+      return "token_classify";
   }
   return "unknown";
 }
@@ -39,6 +41,9 @@ ModelCapabilities DeriveCapabilities(const ModelConfig& config, const EmbeddingC
     }
     if (config.num_labels() == 1) capabilities.tasks.insert(ServedTask::kRerank);
   }
+  if (config.head == HeadKind::kTokenClassification) {
+    capabilities.tasks.insert(ServedTask::kTokenClassify);
+  }
   if (config.head == HeadKind::kEncoderOnly || embedding.from_sentence_transformers) {
     capabilities.tasks.insert(ServedTask::kEmbed);
   }
@@ -59,6 +64,8 @@ std::optional<ServedTask> ToServedTask(ModelTask task) {
       return ServedTask::kRerank;
     case ModelTask::kEmbed:
       return ServedTask::kEmbed;
+    case ModelTask::kTokenClassify:
+      return ServedTask::kTokenClassify;
   }
   return std::nullopt;
 }
@@ -94,8 +101,8 @@ absl::StatusOr<ModelCapabilities> ApplyConfiguredTasks(const ModelCapabilities& 
   if (result.tasks.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("model '", model_name,
-                     "': the checkpoint supports none of classify, zero_shot, rerank, embed (token "
-                     "classification heads are not served)"));
+                     "': the checkpoint supports none of classify, zero_shot, rerank, embed, "
+                     "token_classify"));
   }
   return result;
 }

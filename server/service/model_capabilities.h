@@ -15,7 +15,7 @@
 
 namespace dflash::serving {
 
-enum class ServedTask { kClassify, kZeroShot, kRerank, kEmbed };
+enum class ServedTask { kClassify, kZeroShot, kRerank, kEmbed, kTokenClassify };
 absl::string_view ServedTaskName(ServedTask task);  // "classify", "zero_shot", ...
 
 struct ModelCapabilities {
@@ -33,7 +33,8 @@ struct ModelCapabilities {
 // - zero_shot: a sequence classifier with entailment and contradiction labels;
 // - rerank: a sequence classifier with exactly one label (a cross-encoder's relevance logit);
 // - embed: an encoder without a classification head, or any model shipped with a
-//   sentence-transformers pooling config.
+//   sentence-transformers pooling config;
+// - token_classify: a token-classification head.
 ModelCapabilities DeriveCapabilities(const ModelConfig& config, const EmbeddingConfig& embedding);
 
 // Restricts `derived` to the configured tasks (empty or kAuto: keep all). FAILED_PRECONDITION,

@@ -105,6 +105,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(
     outputs |= kSequenceLogits;
   }
   if (caps.Supports(ServedTask::kEmbed)) outputs |= kEmbeddings;
+  if (caps.Supports(ServedTask::kTokenClassify)) outputs |= kTokenLogits;
   if (absl::Status warm_up = model->scheduler_->WarmUp(max_length, outputs); !warm_up.ok()) {
     return absl::Status(warm_up.code(),
                         absl::StrCat("model '", entry.name, "': warm-up: ", warm_up.message()));

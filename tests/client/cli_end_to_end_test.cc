@@ -104,6 +104,20 @@ class FakeInference final : public v1::InferenceService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status TokenClassify(grpc::ServerContext* context, const v1::TokenClassifyRequest* request,
+                             v1::TokenClassifyResponse* response) override {
+    if (grpc::Status status = Admit("TokenClassify", context); !status.ok()) return status;
+    Keep(token_classify_requests_, *request);
+    for (const std::string& text : request->inputs()) {
+      v1::TokenEntity* entity = response->add_results()->add_entities();
+      entity->set_label("LOC");
+      entity->set_word(text);
+      entity->set_end(static_cast<uint32_t>(text.size()));
+      entity->set_score(0.75F);
+    }
+    return grpc::Status::OK;
+  }
+
   grpc::Status Info(grpc::ServerContext* context, const v1::InfoRequest* request,
                     v1::InfoResponse* response) override {
     if (grpc::Status status = Admit("Info", context); !status.ok()) return status;
@@ -150,6 +164,10 @@ class FakeInference final : public v1::InferenceService::Service {
     std::lock_guard<std::mutex> lock(mutex_);
     return tokenize_requests_;
   }
+  std::vector<v1::TokenClassifyRequest> token_classify_requests() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return token_classify_requests_;
+  }
 
  private:
   // Records the call and checks its API key.
@@ -179,6 +197,7 @@ class FakeInference final : public v1::InferenceService::Service {
   std::vector<v1::ClassifyRequest> classify_requests_;
   std::vector<v1::RerankRequest> rerank_requests_;
   std::vector<v1::TokenizeRequest> tokenize_requests_;
+  std::vector<v1::TokenClassifyRequest> token_classify_requests_;
 };
 
 // The whole server and the inference service serve; "draining" does not; anything else is unknown.
@@ -403,6 +422,21 @@ TEST_F(CliEndToEnd, EmbedTokenizeAndPrettyOutput) {
   ASSERT_EQ(requests.size(), 1U);
   EXPECT_TRUE(requests[0].has_add_special_tokens());
   EXPECT_FALSE(requests[0].add_special_tokens());
+}
+
+TEST_F(CliEndToEnd, TokensPrintsTheEntities) {
+  const CliResult result =
+      Run({"tokens", "--text=Paris", "--text=Rome", "--aggregation=simple", "--ignore_labels=O"});
+  EXPECT_EQ(result.code, kExitOk) << result.err;
+  const v1::TokenClassifyResponse response =
+      FromJson<v1::TokenClassifyResponse>(Lines(result.out).at(0));
+  ASSERT_EQ(response.results_size(), 2);
+  EXPECT_EQ(response.results(1).entities(0).word(), "Rome");
+  EXPECT_EQ(response.results(1).entities(0).label(), "LOC");
+  const std::vector<v1::TokenClassifyRequest> requests = inference_.token_classify_requests();
+  ASSERT_EQ(requests.size(), 1U);
+  EXPECT_EQ(requests[0].aggregation(), v1::AGGREGATION_STRATEGY_SIMPLE);
+  EXPECT_THAT(requests[0].ignore_labels(), ::testing::ElementsAre("O"));
 }
 
 TEST_F(CliEndToEnd, TimeoutSetsTheDeadline) {

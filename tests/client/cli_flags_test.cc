@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace dflash::cli {
@@ -50,8 +51,8 @@ TEST(CliFlags, EveryCommandHasItsName) {
   const std::vector<std::pair<std::string, Command>> commands = {
       {"classify", Command::kClassify}, {"zeroshot", Command::kZeroShot},
       {"rerank", Command::kRerank},     {"embed", Command::kEmbed},
-      {"tokenize", Command::kTokenize}, {"info", Command::kInfo},
-      {"health", Command::kHealth}};
+      {"tokenize", Command::kTokenize}, {"tokens", Command::kTokens},
+      {"info", Command::kInfo},         {"health", Command::kHealth}};
   for (const auto& [name, command] : commands) {
     EXPECT_EQ(CommandName(command), name);
     const absl::StatusOr<CliArgs> parsed = ParseArgs({name, "--help"});
@@ -214,6 +215,28 @@ TEST(CliFlags, HelpListsTheCommandsFlagsAndExamples) {
       EXPECT_LE(line.size(), 100U) << line;
     }
   }
+}
+
+TEST(CliFlags, TokensTakesAnAggregationAndLabelsToIgnore) {
+  const CliArgs args = Parse({"tokens", "--text=Paris", "--aggregation=first",
+                              "--ignore_labels=O,MISC", "--ignore_labels", "PER"});
+  EXPECT_EQ(args.aggregation, dflash::v1::AGGREGATION_STRATEGY_FIRST);
+  EXPECT_THAT(args.ignore_labels, ::testing::ElementsAre("O", "MISC", "PER"));
+  EXPECT_FALSE(args.keep_all_labels);
+  EXPECT_TRUE(Parse({"tokens", "--text=x", "--keep_all_labels"}).keep_all_labels);
+  for (const std::vector<std::string>& bad : std::vector<std::vector<std::string>>{
+           {"tokens", "--text=x", "--aggregation=mean"},
+           {"tokens", "--text=x", "--ignore_labels=O,"},
+           {"tokens", "--text=x", "--ignore_labels=O", "--keep_all_labels"},
+           {"tokens", "--text=x", "--text_pair=y"},
+           {"tokens"},
+           {"classify", "--text=x", "--aggregation=max"}}) {
+    EXPECT_EQ(ParseArgs(bad).status().code(), absl::StatusCode::kInvalidArgument)
+        << absl::StrJoin(bad, " ");
+  }
+  const std::string help = HelpText(Command::kTokens);
+  EXPECT_THAT(help, ::testing::HasSubstr("--aggregation=none|simple|first|average|max"));
+  EXPECT_THAT(help, ::testing::HasSubstr("TokenClassify"));
 }
 
 }  // namespace

@@ -105,6 +105,7 @@ TEST(CliJsonl, EachCommandReadsItsSchema) {
   EXPECT_EQ(SchemaOf(Command::kTokenize), JsonlSchema::kTextAndPair);
   EXPECT_EQ(SchemaOf(Command::kZeroShot), JsonlSchema::kText);
   EXPECT_EQ(SchemaOf(Command::kEmbed), JsonlSchema::kText);
+  EXPECT_EQ(SchemaOf(Command::kTokens), JsonlSchema::kText);
   EXPECT_EQ(SchemaOf(Command::kRerank), JsonlSchema::kDocument);
 }
 
@@ -281,6 +282,30 @@ TEST(CliRequests, EmbedAndTokenizeOptions) {
   EXPECT_TRUE(request.truncate());
   EXPECT_EQ(request.request_id(), "t");
   EXPECT_EQ(request.inputs(0).text_pair(), "p");
+}
+
+TEST(CliRequests, TokenClassifyOptions) {
+  const absl::StatusOr<std::vector<v1::TokenClassifyRequest>> requests = BuildTokenClassifyRequests(
+      Parse({"tokens", "--text=a", "--aggregation=average", "--ignore_labels=O,MISC",
+             "--priority=high", "--batch=2", "--model=ner"}),
+      Texts(3));
+  ASSERT_TRUE(requests.ok()) << requests.status();
+  ASSERT_EQ(requests->size(), 2U);
+  const v1::TokenClassifyRequest& first = requests->front();
+  EXPECT_EQ(first.model(), "ner");
+  EXPECT_EQ(first.inputs_size(), 2);
+  EXPECT_EQ(first.aggregation(), v1::AGGREGATION_STRATEGY_AVERAGE);
+  EXPECT_THAT(first.ignore_labels(), ::testing::ElementsAre("O", "MISC"));
+  EXPECT_FALSE(first.keep_all_labels());
+  EXPECT_EQ(first.priority(), v1::PRIORITY_HIGH);
+  EXPECT_EQ(requests->back().inputs_size(), 1);
+  // Unset: the server's defaults (NONE, ignore "O").
+  const auto plain = BuildTokenClassifyRequests(Parse({"tokens", "--text=a"}), Texts(1));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->front().aggregation(), v1::AGGREGATION_STRATEGY_UNSPECIFIED);
+  EXPECT_EQ(plain->front().ignore_labels_size(), 0);
+  EXPECT_EQ(BuildTokenClassifyRequests(Parse({"tokens", "--text=a"}), {{"q", "p"}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(CliRequests, InfoAndHealth) {

@@ -165,7 +165,7 @@ def field(number, value):
 
 def request_seeds():
     """request_message_fuzz: one selector byte (0 Classify, 1 ZeroShot, 2 Rerank, 3 Embed,
-    4 Tokenize) and a dflash.v1 request message (field numbers of proto/dflash/v1/dflash.proto)."""
+    4 Tokenize, 5 TokenClassify) and a dflash.v1 request message (field numbers of proto/dflash/v1/dflash.proto)."""
     t = "request_message_fuzz"
     text_input = field(1, "A man is playing a guitar.") + field(2, "Someone plays music.")
     write(t, "classify_pair.bin", b"\x00" + field(1, "demo") + field(10, text_input)
@@ -185,6 +185,10 @@ def request_seeds():
     write(t, "embed.bin", b"\x03" + field(1, "demo") + field(10, "a sentence") + field(12, 8))
     write(t, "tokenize.bin", b"\x04" + field(1, "demo") + field(4, 0)
           + field(10, field(1, "Hello world " * 50) + field(2, "pair")) + field(11, 0))
+    write(t, "token_classify.bin", b"\x05" + field(1, "demo") + field(10, "Ada Lovelace in Paris")
+          + field(10, "") + field(11, 3) + field(13, 1))
+    write(t, "token_classify_ignore.bin", b"\x05" + field(10, "x y z " * 30) + field(11, 2)
+          + field(12, "O") + field(12, "B-PER") + field(4, 1))
     write(t, "huge_length_prefix.bin", b"\x00\x0a\xff\xff\xff\xff\x0fabc")
     write(t, "unknown_fields.bin", b"\x04" + field(99, "ignored") + field(10, field(1, "t")))
 

@@ -1,15 +1,18 @@
 // libFuzzer target: arbitrary bytes as a dflash.v1 request message, through the server's own
 // parsing (ParseWireMessage) and, when they parse, the whole request pipeline on the demo model
-// with the null engine. The first byte picks the RPC. Whatever the bytes, the pipeline must answer
+// with the null engine (TokenClassify: on the token-classification golden model with the demo
+// tokenizer). The first byte picks the RPC. Whatever the bytes, the pipeline must answer
 // exactly once, with OK or a client error (INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION,
 // RESOURCE_EXHAUSTED), never an internal one, and an OK answer must fit the send limit.
 // Violations abort so the fuzzer reports them.
 #include <grpcpp/support/byte_buffer.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <memory>
@@ -42,28 +45,55 @@ struct Server {
   std::unique_ptr<serving::InferencePipeline> pipeline;
 };
 
+// Serves the model at `path` as "demo" (requests of the seed corpus name it) with the null engine.
+Server* MakeServer(const std::filesystem::path& path) {
+  auto* created = new Server();
+  serving::ModelEntry entry;
+  entry.name = "demo";
+  entry.path = path;
+  entry.backend = serving::BackendChoice::kNull;
+  entry.max_input_length = 64;
+  entry.batching.max_batch_tokens = 512;
+  entry.limits.max_inputs = 8;
+  entry.limits.max_candidate_labels = 4;
+  entry.limits.max_sequences = 16;
+  entry.limits.max_text_bytes = 2000;
+  absl::StatusOr<std::unique_ptr<serving::ServedModel>> model =
+      serving::ServedModel::Load(entry, nullptr);
+  if (!model.ok()) Violation("cannot load " + path.string() + ": " + model.status().ToString());
+  if (!created->catalog.Add(std::move(*model)).ok()) Violation("cannot add the model");
+  created->pool = std::make_unique<serving::WorkerPool>(2);
+  created->pipeline = std::make_unique<serving::InferencePipeline>(
+      created->catalog, *created->pool, nullptr, serving::ServerIdentity{"fuzz", "fuzz"},
+      kMaxResponseBytes);
+  return created;
+}
+
 Server& TheServer() {
   static Server* server = [] {
     dflash::Log().set_level(spdlog::level::off);
-    auto* created = new Server();
-    serving::ModelEntry entry;
-    entry.name = "demo";
-    entry.path = DFLASH_DEMO_MODEL_DIR;
-    entry.backend = serving::BackendChoice::kNull;
-    entry.max_input_length = 64;
-    entry.batching.max_batch_tokens = 512;
-    entry.limits.max_inputs = 8;
-    entry.limits.max_candidate_labels = 4;
-    entry.limits.max_sequences = 16;
-    entry.limits.max_text_bytes = 2000;
-    absl::StatusOr<std::unique_ptr<serving::ServedModel>> model =
-        serving::ServedModel::Load(entry, nullptr);
-    if (!model.ok()) Violation("cannot load the demo model: " + model.status().ToString());
-    if (!created->catalog.Add(std::move(*model)).ok()) Violation("cannot add the demo model");
-    created->pool = std::make_unique<serving::WorkerPool>(2);
-    created->pipeline = std::make_unique<serving::InferencePipeline>(
-        created->catalog, *created->pool, nullptr, serving::ServerIdentity{"fuzz", "fuzz"},
-        kMaxResponseBytes);
+    return MakeServer(DFLASH_DEMO_MODEL_DIR);
+  }();
+  return *server;
+}
+
+// The token-classification golden model's config and weights with the demo tokenizer, whose ids
+// fit its vocabulary; the files are read at load, so the directory goes at once.
+Server& TheTokenServer() {
+  static Server* server = [] {
+    dflash::Log().set_level(spdlog::level::off);
+    namespace fs = std::filesystem;
+    const fs::path directory =
+        fs::temp_directory_path() / ("request_message_fuzz." + std::to_string(::getpid()));
+    fs::create_directories(directory);
+    const fs::path golden = fs::path(DFLASH_SOURCE_DIR) / "tests/golden/models/ner";
+    fs::copy_file(golden / "config.json", directory / "config.json");
+    fs::copy_file(golden / "model.safetensors", directory / "model.safetensors");
+    for (const char* name : {"spm.model", "tokenizer_config.json"}) {
+      fs::copy_file(fs::path(DFLASH_DEMO_MODEL_DIR) / name, directory / name);
+    }
+    Server* created = MakeServer(directory);
+    fs::remove_all(directory);
     return created;
   }();
   return *server;
@@ -88,14 +118,14 @@ void CheckAnswer(const absl::Status& status, size_t response_bytes) {
 // Parses `bytes` as Request and, when that succeeds, runs it through `method` and checks the one
 // answer.
 template <typename Request, typename Response, typename Method>
-void Run(const grpc::ByteBuffer& bytes, Method method) {
+void Run(const grpc::ByteBuffer& bytes, Method method, Server& (*which)() = TheServer) {
   Request request;
   const absl::Status parsed = serving::ParseWireMessage(bytes, request);
   if (!parsed.ok()) {
     if (parsed.code() != absl::StatusCode::kInvalidArgument) Violation("parse error code");
     return;
   }
-  Server& server = TheServer();
+  Server& server = which();
   std::promise<std::pair<absl::Status, size_t>> answered;
   std::future<std::pair<absl::Status, size_t>> answer = answered.get_future();
   // std::invoke, not (pipeline->*method)(...): GCC 12's ASan/UBSan build miscompiles that call
@@ -115,7 +145,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   grpc::Slice slice(data + 1, size - 1);
   const grpc::ByteBuffer bytes(&slice, 1);
-  switch (data[0] % 5) {
+  switch (data[0] % 6) {
     case 0:
       Run<v1::ClassifyRequest, v1::ClassifyResponse>(bytes, &serving::InferencePipeline::Classify);
       break;
@@ -128,8 +158,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 3:
       Run<v1::EmbedRequest, v1::EmbedResponse>(bytes, &serving::InferencePipeline::Embed);
       break;
-    default:
+    case 4:
       Run<v1::TokenizeRequest, v1::TokenizeResponse>(bytes, &serving::InferencePipeline::Tokenize);
+      break;
+    default:
+      Run<v1::TokenClassifyRequest, v1::TokenClassifyResponse>(
+          bytes, &serving::InferencePipeline::TokenClassify, TheTokenServer);
       break;
   }
   return 0;

@@ -27,7 +27,8 @@ inline const std::filesystem::path kGoldenModels =
 
 // Every golden family's directory name.
 inline const std::vector<std::string> kGoldenFamilies = {
-    "v3_like", "v2_xlarge_like", "legacy", "c2p_only", "token_cls", "encoder_only"};
+    "v3_like",   "v2_xlarge_like", "legacy",          "c2p_only",
+    "token_cls", "encoder_only",   "mdeberta_v3_like"};
 
 struct GoldenReference {
   std::unique_ptr<SafetensorsFile> file;

@@ -201,6 +201,7 @@ TEST(ApiProto, TruncateIsOptionalInEveryRequest) {
   ExpectTruncatePresence<v1::RerankRequest>();
   ExpectTruncatePresence<v1::EmbedRequest>();
   ExpectTruncatePresence<v1::TokenizeRequest>();
+  ExpectTruncatePresence<v1::TokenClassifyRequest>();
 }
 
 struct Rpc {
@@ -225,6 +226,8 @@ TEST(ApiProto, ServiceListsEveryRpcWithItsStreamingFlags) {
       {"Embed", "EmbedRequest", "EmbedResponse", false, false},
       {"EmbedStream", "EmbedRequest", "EmbedStreamResponse", true, true},
       {"Tokenize", "TokenizeRequest", "TokenizeResponse", false, false},
+      {"TokenClassify", "TokenClassifyRequest", "TokenClassifyResponse", false, false},
+      {"TokenClassifyStream", "TokenClassifyRequest", "TokenClassifyStreamResponse", true, true},
       {"Info", "InfoRequest", "InfoResponse", false, false},
   };
   ASSERT_EQ(service->method_count(), static_cast<int>(want.size()));

@@ -66,6 +66,17 @@ std::vector<float> FakeLogits(std::span<const int32_t> ids, std::span<const int3
   return {signature, signature + 0.25f, -signature};
 }
 
+// [length, 3]: each token's logits from its id and its position in its own sequence, so a row
+// scattered to the wrong sequence or position shows.
+std::vector<float> FakeTokenLogits(std::span<const int32_t> ids) {
+  std::vector<float> logits;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float value = static_cast<float>(ids[i]) + 0.125f * static_cast<float>(i);
+    logits.insert(logits.end(), {value, -value, value * 0.5f});
+  }
+  return logits;
+}
+
 std::vector<float> FakeEmbedding(std::span<const int32_t> ids, std::span<const int32_t> types) {
   return {static_cast<float>(ids.size()), static_cast<float>(ids.front()),
           static_cast<float>(ids.back()), SequenceSignature(ids, types)};
@@ -185,6 +196,9 @@ class FakeEngine : public Engine {
       }
       if (options.outputs & kEmbeddings) {
         for (float value : FakeEmbedding(ids, types)) output.embeddings.push_back(value);
+      }
+      if (options.outputs & kTokenLogits) {
+        for (float logit : FakeTokenLogits(ids)) output.token_logits.push_back(logit);
       }
     }
     if (options_.short_logits && !output.sequence_logits.empty()) {
@@ -434,6 +448,12 @@ class Harness {
       } else {
         EXPECT_TRUE(output.embedding.empty());
       }
+      if (outputs_.at(id) & kTokenLogits) {
+        EXPECT_EQ(output.token_logits, FakeTokenLogits(input.ids))
+            << "request " << id << " sequence " << s;
+      } else {
+        EXPECT_TRUE(output.token_logits.empty());
+      }
     }
     EXPECT_EQ(result->tokens, tokens);
     EXPECT_GE(result->queue_time, absl::ZeroDuration());
@@ -535,8 +555,11 @@ TEST(BatchSchedulerTest, SubmitRejectsInvalidRequestsWithoutCallingDone) {
   expect_code(MakeRequest({TaggedSequence(1, 17)}), absl::StatusCode::kInvalidArgument);
   expect_code(MakeRequest({TaggedSequence(1, 2)}, Priority::kNormal, 0),
               absl::StatusCode::kInvalidArgument);
-  expect_code(MakeRequest({TaggedSequence(1, 2)}, Priority::kNormal, kTokenLogits),
+  expect_code(MakeRequest({TaggedSequence(1, 2)}, Priority::kNormal, kHiddenStates),
               absl::StatusCode::kInvalidArgument);
+  // Token logits exist only for a token-classification head.
+  expect_code(MakeRequest({TaggedSequence(1, 2)}, Priority::kNormal, kTokenLogits),
+              absl::StatusCode::kFailedPrecondition);
   SequenceInput out_of_vocabulary = TaggedSequence(1, 2);
   out_of_vocabulary.ids[1] = kVocab;
   expect_code(MakeRequest({out_of_vocabulary}), absl::StatusCode::kInvalidArgument);
@@ -568,6 +591,29 @@ TEST(BatchSchedulerTest, SubmitRejectsOutputsTheModelLacks) {
   ASSERT_TRUE(harness.answers().WaitForCalls(1));
   EXPECT_EQ(harness.answers().calls(0), 0);
   harness.ExpectCorrectAnswer(1);
+}
+
+TEST(BatchSchedulerTest, ScattersTokenLogitsToTheirSequences) {
+  // Requests of several sequences share batches and one is split over two: every sequence gets
+  // its own tokens' rows.
+  Harness harness(Budget(16, 8), 1, /*gated=*/true, nullptr,
+                  FakeEngineOptions{.head = HeadKind::kTokenClassification});
+  ASSERT_TRUE(
+      harness.Submit(0, MakeRequest({TaggedSequence(1, 1)}, Priority::kNormal, kTokenLogits)).ok());
+  ASSERT_TRUE(harness.log().WaitForBatches(1));
+  const std::vector<std::vector<int>> lengths = {{3, 5}, {1}, {4, 6, 2}, {7}};
+  int32_t tag = 200;
+  for (size_t r = 0; r < lengths.size(); ++r) {
+    std::vector<SequenceInput> sequences;
+    for (int length : lengths[r]) sequences.push_back(TaggedSequence(tag++, length));
+    ASSERT_TRUE(harness
+                    .Submit(static_cast<int>(r) + 1,
+                            MakeRequest(std::move(sequences), Priority::kNormal, kTokenLogits))
+                    .ok());
+  }
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(static_cast<int>(lengths.size()) + 1));
+  for (size_t r = 0; r < lengths.size(); ++r) harness.ExpectCorrectAnswer(static_cast<int>(r) + 1);
 }
 
 TEST(BatchSchedulerTest, PacksQueuedRequestsGreedilyWithinBudgetsWithoutPadding) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace dflash::serving {
 namespace {
 
@@ -55,12 +57,19 @@ TEST(ModelCapabilitiesTest, ConfiguredTasksNarrowAndAreChecked) {
   EXPECT_NE(impossible.status().message().find("rerank"), absl::string_view::npos);
 }
 
-TEST(ModelCapabilitiesTest, TokenClassifierHasNothingToServe) {
+TEST(ModelCapabilitiesTest, TokenClassifierServesTokenClassifyOnly) {
   ModelConfig config;
   config.head = HeadKind::kTokenClassification;
   config.id2label = {"O", "B-PER"};
-  EXPECT_EQ(ApplyConfiguredTasks(DeriveCapabilities(config, {}), {}, "ner").status().code(),
+  const ModelCapabilities derived = DeriveCapabilities(config, {});
+  EXPECT_EQ(derived.tasks, std::set<ServedTask>{ServedTask::kTokenClassify});
+  EXPECT_EQ(ServedTaskName(ServedTask::kTokenClassify), "token_classify");
+  EXPECT_TRUE(ApplyConfiguredTasks(derived, {ModelTask::kTokenClassify}, "ner").ok());
+  EXPECT_EQ(ApplyConfiguredTasks(derived, {ModelTask::kClassify}, "ner").status().code(),
             absl::StatusCode::kFailedPrecondition);
+  // A sequence classifier cannot label tokens.
+  config.head = HeadKind::kSequenceClassification;
+  EXPECT_FALSE(DeriveCapabilities(config, {}).Supports(ServedTask::kTokenClassify));
 }
 
 }  // namespace
