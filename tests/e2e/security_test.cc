@@ -256,7 +256,8 @@ TEST(DiscoveryTest, HealthAndReflection) {
   const std::map<std::string, bool> expected = {
       {"Classify", false},   {"ClassifyStream", true}, {"ZeroShot", false},
       {"Rerank", false},     {"RerankStream", true},   {"Embed", false},
-      {"EmbedStream", true}, {"Tokenize", false},      {"Info", false}};
+      {"EmbedStream", true}, {"TokenClassify", false}, {"TokenClassifyStream", true},
+      {"Tokenize", false},   {"Info", false}};
   EXPECT_EQ(streaming, expected);
   EXPECT_FALSE(ReflectionFileContainingSymbol(server.channel(), "dflash.v1.NoSuchService").ok());
 }

@@ -362,7 +362,7 @@ TEST_F(CpuEngineTest, RejectsInvalidBatches) {
   PackedBatch batch = Batch({{1, 2, 50}});
   output = engine.Run(batch, RunOptions{});
   EXPECT_EQ(output.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(output.status().message(), HasSubstr("token 2 has id 50"));
+  EXPECT_THAT(output.status().message(), HasSubstr("sequence 0 has id 50 at token 2"));
 
   batch = Batch({{1, 2, 3}});
   batch.max_seqlen = 2;
