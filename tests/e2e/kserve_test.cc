@@ -126,9 +126,12 @@ TEST_F(KserveTest, ReadinessAndServerMetadata) {
   ASSERT_TRUE(kserve_->ServerMetadata(NewContext().get(), {}, &metadata).ok());
   EXPECT_EQ(metadata.name(), "dflash-server");
   EXPECT_EQ(metadata.version(), kTestVersion);
-  // Health lists the service too.
+  // Health and reflection list the service too.
   EXPECT_EQ(CheckHealth(server_->health(), "inference.GRPCInferenceService").serving,
             grpc::health::v1::HealthCheckResponse::SERVING);
+  absl::StatusOr<std::vector<std::string>> services = ReflectionListServices(server_->channel());
+  ASSERT_TRUE(services.ok()) << services.status();
+  EXPECT_THAT(*services, ::testing::Contains(std::string("inference.GRPCInferenceService")));
 }
 
 TEST_F(KserveTest, ModelMetadataDescribesEachModelsTensors) {
