@@ -53,6 +53,9 @@ ABSL_FLAG(int, channels, 1,
           "at high concurrency.");
 ABSL_FLAG(int64_t, max_in_flight, 10000,
           "Open loop: most unanswered calls; the sender waits beyond it (reported as send lag).");
+ABSL_FLAG(std::string, protocol, "dflash",
+          "dflash (dflash.v1.InferenceService) or kserve (KServe v2 ModelInfer; classify "
+          "workloads: the same texts as raw BYTES tensors, the scores output).");
 ABSL_FLAG(std::string, api_key, "", "Send \"authorization: Bearer <key>\" with every call.");
 ABSL_FLAG(std::string, tls_ca, "", "TLS: PEM file of the CA that signed the server certificate.");
 ABSL_FLAG(std::string, tls_cert, "", "mTLS: PEM client certificate chain (with --tls_key).");
@@ -152,6 +155,15 @@ absl::StatusOr<Setup> PrepareRun() {
   if (workload_path.empty()) return absl::InvalidArgumentError("--workload is required");
   DFLASH_ASSIGN_OR_RETURN(Workload workload, LoadWorkloadFile(workload_path));
   if (!absl::GetFlag(FLAGS_model).empty()) workload.model = absl::GetFlag(FLAGS_model);
+  const std::string protocol_name = absl::GetFlag(FLAGS_protocol);
+  if (protocol_name != "dflash" && protocol_name != "kserve") {
+    return absl::InvalidArgumentError("--protocol must be dflash or kserve");
+  }
+  const WireProtocol protocol =
+      protocol_name == "kserve" ? WireProtocol::kKserve : WireProtocol::kDflash;
+  if (protocol == WireProtocol::kKserve && workload.rpc != RpcKind::kClassify) {
+    return absl::InvalidArgumentError("--protocol=kserve sends classify workloads only");
+  }
 
   LoadOptions& options = setup.options;
   DFLASH_ASSIGN_OR_RETURN(options.process, ParseArrivalProcess(absl::GetFlag(FLAGS_mode)));
@@ -180,12 +192,15 @@ absl::StatusOr<Setup> PrepareRun() {
 
   setup.description.workload_path = workload_path;
   setup.description.workload_description = workload.description;
-  setup.description.rpc = std::string(RpcKindName(workload.rpc));
+  setup.description.rpc = protocol == WireProtocol::kKserve
+                              ? "kserve ModelInfer (classify)"
+                              : std::string(RpcKindName(workload.rpc));
   setup.description.model = workload.model;
   setup.description.corpus = corpus_path;
   setup.description.channels = channel_count;
   setup.generator = std::make_unique<RequestGenerator>(
-      std::move(workload), std::make_shared<const Corpus>(std::move(corpus)), options.seed);
+      std::move(workload), std::make_shared<const Corpus>(std::move(corpus)), options.seed,
+      protocol);
   return setup;
 }
 

@@ -3,14 +3,15 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "loadtest/kserve_request.h"
 
 namespace dflash::loadtest {
 
 namespace v1 = ::dflash::v1;
 
 RequestGenerator::RequestGenerator(Workload workload, std::shared_ptr<const Corpus> corpus,
-                                   uint64_t seed)
-    : workload_(std::move(workload)), corpus_(std::move(corpus)), seed_(seed) {
+                                   uint64_t seed, WireProtocol protocol)
+    : workload_(std::move(workload)), corpus_(std::move(corpus)), seed_(seed), protocol_(protocol) {
   for (const MixEntry& entry : workload_.mix) total_weight_ += entry.weight;
 }
 
@@ -56,6 +57,7 @@ RpcRequest RequestGenerator::Generate(uint64_t index) const {
       set_common(request);
       request.set_priority(workload_.priority);
       fill_text_inputs(request);
+      if (protocol_ == WireProtocol::kKserve) return ToModelInferRequest(request);
       return request;
     }
     case RpcKind::kTokenize: {

@@ -10,9 +10,16 @@
 
 namespace dflash::loadtest {
 
+// The API the requests are sent through.
+enum class WireProtocol {
+  kDflash,  // dflash.v1.InferenceService.
+  kKserve,  // KServe v2 ModelInfer (classify workloads only; kserve_request.h).
+};
+
 class RequestGenerator {
  public:
-  RequestGenerator(Workload workload, std::shared_ptr<const Corpus> corpus, uint64_t seed);
+  RequestGenerator(Workload workload, std::shared_ptr<const Corpus> corpus, uint64_t seed,
+                   WireProtocol protocol = WireProtocol::kDflash);
 
   // The request of call number `index`. A pure function of (workload, corpus, seed, index): any
   // thread may build any call, and the requests of a run do not depend on its timing, so runs
@@ -30,6 +37,7 @@ class RequestGenerator {
   Workload workload_;
   std::shared_ptr<const Corpus> corpus_;
   uint64_t seed_;
+  WireProtocol protocol_;
   double total_weight_ = 0.0;
 };
 

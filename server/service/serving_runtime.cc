@@ -88,6 +88,7 @@ absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const Serv
         }
       });
   runtime->pool_ = std::make_unique<WorkerPool>(config.worker_threads);
+  const ServerIdentity kserve_identity = identity;
   // A stream wraps each answer in one more message (a tag and a length): the pipeline's limit
   // leaves room for it under the send limit.
   constexpr int kStreamEnvelopeBytes = 16;
@@ -100,6 +101,9 @@ absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const Serv
   runtime->service_ = std::make_unique<InferenceService>(
       *runtime->pipeline_, *runtime->admission_, runtime->authenticator_.get(),
       runtime->metrics_.get(), config.logging.log_request_content);
+  runtime->kserve_service_ = std::make_unique<kserve::KserveService>(
+      *runtime->pipeline_, *runtime->admission_, runtime->authenticator_.get(),
+      runtime->metrics_.get(), kserve_identity);
   DFLASH_RETURN_IF_ERROR(runtime->StartGrpc(config));
   if (!config.metrics_listen.empty()) {
     DFLASH_ASSIGN_OR_RETURN(
@@ -121,6 +125,7 @@ absl::Status ServingRuntime::StartGrpc(const ServerConfig& config) {
   // Over this limit gRPC fails the call's whole connection, every other call on it included.
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, config.max_metadata_bytes);
   builder.RegisterService(service_.get());
+  builder.RegisterService(kserve_service_.get());
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || port_ == 0) {
     server_.reset();
@@ -131,6 +136,7 @@ absl::Status ServingRuntime::StartGrpc(const ServerConfig& config) {
   grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   health->SetServingStatus("", true);
   health->SetServingStatus(kInferenceServiceName, true);
+  health->SetServingStatus(kserve::kKserveServiceName, true);
   return absl::OkStatus();
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/config/server_config.h"
+#include "server/kserve/kserve_service.h"
 #include "server/metrics/metric_registry.h"
 #include "server/metrics/metrics_http_server.h"
 #include "server/service/api_key_authenticator.h"
@@ -86,6 +87,7 @@ class ServingRuntime {
   std::unique_ptr<CallAdmission> admission_;
   std::unique_ptr<ApiKeyAuthenticator> authenticator_;
   std::unique_ptr<InferenceService> service_;
+  std::unique_ptr<kserve::KserveService> kserve_service_;  // KServe v2, on the same port.
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_server_;
   int port_ = 0;

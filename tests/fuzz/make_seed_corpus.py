@@ -193,6 +193,42 @@ def request_seeds():
     write(t, "unknown_fields.bin", b"\x04" + field(99, "ignored") + field(10, field(1, "t")))
 
 
+def kserve_seeds():
+    """kserve_infer_fuzz: a KServe v2 ModelInferRequest (field numbers of
+    proto/inference/grpc_service.proto); BYTES inputs typed or raw (4-byte little-endian length
+    before each element)."""
+    t = "kserve_infer_fuzz"
+
+    def raw(*elements):
+        return b"".join(struct.pack("<I", len(e.encode())) + e.encode() for e in elements)
+
+    def tensor(name, count, contents=None):
+        out = field(1, name) + field(2, "BYTES") + field(3, count)
+        if contents is not None:
+            out += field(5, b"".join(field(8, c) for c in contents))
+        return out
+
+    def parameter(key, value):
+        return field(1, key) + field(2, value)
+
+    write(t, "classify_raw.bin", field(1, "demo") + field(3, "id-1") + field(5, tensor("text", 2))
+          + field(7, raw("A man is playing a guitar.", "short")) + field(6, field(1, "scores"))
+          + field(6, field(1, "logits")))
+    write(t, "classify_pair_typed.bin", field(1, "demo")
+          + field(5, tensor("text", 1, ["The match ended 2-1."]))
+          + field(5, tensor("text_pair", 1, ["It was a game."]))
+          + field(4, parameter("score_function", field(3, "sigmoid")))
+          + field(4, parameter("truncate", field(1, 0))))
+    write(t, "zero_shot.bin", field(1, "demo") + field(5, tensor("text", 1))
+          + field(5, tensor("candidate_labels", 2)) + field(7, raw("The match ended."))
+          + field(7, raw("sports", "politics")) + field(4, parameter("multi_label", field(1, 1)))
+          + field(4, parameter("hypothesis_template", field(3, "About {}."))))
+    write(t, "bad_raw_length.bin", field(1, "demo") + field(5, tensor("text", 1))
+          + field(7, b"\xff\xff\xff\x7fabc"))
+    write(t, "wrong_datatype.bin", field(1, "demo")
+          + field(5, field(1, "text") + field(2, "FP32") + field(3, 1)))
+
+
 class _FakeTorch:
     """Stand-ins for the torch objects a state dict pickles, so that Python's own pickler writes
     data.pkl exactly as torch.save does (torch is not needed): storages pickle as torch's
@@ -335,4 +371,5 @@ if __name__ == "__main__":
     safetensors_seeds()
     config_seeds()
     request_seeds()
+    kserve_seeds()
     torch_seeds()

@@ -157,6 +157,38 @@ TEST(WorkloadTest, RejectsBadWorkloads) {
               "tokens_per_word must be positive");
 }
 
+TEST(RequestGeneratorTest, KserveProtocolSendsTheSameTextsAsRawBytesTensors) {
+  const Workload workload = Parse(R"({"rpc": "classify", "model": "demo", "inputs_per_call": 3,
+      "mix": [{"text_words": 4, "pair_words": 2}]})");
+  const RequestGenerator dflash(workload, NumberedCorpus(), 7);
+  const RequestGenerator kserve(workload, NumberedCorpus(), 7, WireProtocol::kKserve);
+  for (uint64_t i = 0; i < 20; ++i) {
+    const auto classify = std::get<v1::ClassifyRequest>(dflash.Generate(i));
+    const auto infer = std::get<inference::ModelInferRequest>(kserve.Generate(i));
+    EXPECT_EQ(infer.model_name(), "demo");
+    EXPECT_EQ(infer.id(), classify.request_id());
+    ASSERT_EQ(infer.inputs_size(), 2);
+    ASSERT_EQ(infer.raw_input_contents_size(), 2);
+    EXPECT_EQ(infer.inputs(0).name(), "text");
+    EXPECT_EQ(infer.inputs(1).name(), "text_pair");
+    std::string texts;
+    std::string pairs;
+    for (const v1::TextInput& input : classify.inputs()) {
+      for (const auto& [element, raw] :
+           {std::pair{&input.text(), &texts}, std::pair{&input.text_pair(), &pairs}}) {
+        const auto length = static_cast<uint32_t>(element->size());
+        raw->append({static_cast<char>(length & 0xff), static_cast<char>((length >> 8) & 0xff),
+                     static_cast<char>((length >> 16) & 0xff), static_cast<char>(length >> 24)});
+        raw->append(*element);
+      }
+    }
+    EXPECT_EQ(infer.raw_input_contents(0), texts);
+    EXPECT_EQ(infer.raw_input_contents(1), pairs);
+    EXPECT_EQ(infer.inputs(0).shape(0), 3);
+    EXPECT_EQ(SequencesOf(infer), 3);
+  }
+}
+
 TEST(RequestGeneratorTest, TextsFollowTheWeightedMix) {
   const Workload workload = Parse(R"({"rpc": "classify", "inputs_per_call": 4, "mix": [
       {"weight": 3, "text_words": 5}, {"weight": 1, "text_words": 50, "pair_words": 7}]})");
