@@ -1,6 +1,6 @@
 /* A plain C interface to the fused disentangled-attention forward
  * (kernels/attention/disentangled_attention.h), for callers that cannot or should not link C++:
- * the PyTorch package (dflash_torch/) loads it with ctypes, so no PyTorch C++ ABI is involved.
+ * the PyTorch package (python/) loads it with ctypes, so no PyTorch C++ ABI is involved.
  *
  * ABI rules: C types only; every argument struct starts with `struct_size` (the caller's
  * sizeof), so fields can be appended in later versions and a library refuses a struct smaller than
