@@ -6,6 +6,8 @@
   dflash_torch.packed_layout / pack / unpack             padded <-> packed (cu_seqlens) helpers
 """
 
+import importlib
+
 from . import ops
 from .ops import register_slot_table
 from .packing import PackedLayout, pack, pack_batch, packed_layout, unpack
@@ -28,6 +30,7 @@ def __getattr__(name):
     # transformers is needed only for the DeBERTa integration: imported on first use.
     if name in ("optimize_deberta", "restore_deberta", "FallbackError",
                 "reset_fallback_warnings"):
-        from . import deberta
-        return getattr(deberta, name)
+        return getattr(importlib.import_module(f"{__name__}.deberta"), name)
+    if name == "layers":  # The Hub kernels loader reads kernel.layers.
+        return importlib.import_module(f"{__name__}.layers")
     raise AttributeError(f"module 'dflash_torch' has no attribute {name!r}")

@@ -1,6 +1,7 @@
 """The fused disentangled-attention forward as PyTorch custom ops (torch.library).
 
-Two ops, one per layout, both returning (out, lse):
+Two ops, one per layout, both returning (out, lse), in the namespace "dflash" (torch.ops.dflash;
+a Hub build has its own, _namespace.py):
 
   dflash::attention_padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask,
                            num_heads, scale, return_lse)
@@ -32,6 +33,7 @@ import warnings
 import torch
 
 from . import _native, profiles
+from ._namespace import NAMESPACE
 from .relative_positions import SlotTable
 
 _DTYPES = {torch.float16: (_native.FLOAT16, "fp16"), torch.bfloat16: (_native.BFLOAT16, "bf16"),
@@ -202,7 +204,7 @@ def _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, s
     return out, lse
 
 
-@torch.library.custom_op("dflash::attention_padded", mutates_args=(), device_types="cuda")
+@torch.library.custom_op(f"{NAMESPACE}::attention_padded", mutates_args=(), device_types="cuda")
 def attention_padded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      pos_key: torch.Tensor | None, pos_query: torch.Tensor | None,
                      slot_table: torch.Tensor | None, positions_id: int, key_mask: torch.Tensor,
@@ -222,7 +224,7 @@ def _attention_padded_fake(q, k, v, pos_key, pos_query, slot_table, positions_id
     return q.new_empty(q.shape), q.new_empty(lse_shape, dtype=torch.float32)
 
 
-@torch.library.custom_op("dflash::attention_packed", mutates_args=(), device_types="cuda")
+@torch.library.custom_op(f"{NAMESPACE}::attention_packed", mutates_args=(), device_types="cuda")
 def attention_packed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      pos_key: torch.Tensor | None, pos_query: torch.Tensor | None,
                      slot_table: torch.Tensor | None, positions_id: int, cu_seqlens: torch.Tensor,

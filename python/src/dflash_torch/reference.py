@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from . import ops
 from .ops import registered_slot_table
 
 
@@ -74,5 +75,5 @@ def attention_packed_reference(q, k, v, pos_key, pos_query, slot_table, position
 def use_reference_on_cpu() -> None:
     """Registers the references as the ops' CPU kernels (tests only: the DeBERTa integration then
     runs its kernel path on CPU tensors when told CPU is a kernel device)."""
-    torch.library.register_kernel("dflash::attention_padded", "cpu", attention_padded_reference)
-    torch.library.register_kernel("dflash::attention_packed", "cpu", attention_packed_reference)
+    ops.attention_padded.register_kernel("cpu")(attention_padded_reference)
+    ops.attention_packed.register_kernel("cpu")(attention_packed_reference)
