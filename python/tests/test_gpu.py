@@ -16,7 +16,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+try:  # the installed package (the GPU run tests the wheel), else the source tree
+    import dflash_torch  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import dflash_torch  # noqa: E402
 from dflash_torch import deberta, ops, reference  # noqa: E402
