@@ -198,9 +198,11 @@ def _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, s
         args.config = ctypes.pointer(config)
     workspace_bytes = library.workspace_bytes(args)
     # The caching allocator's blocks are 512-byte aligned and stream-ordered: no synchronisation.
-    workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device=q.device)
+    workspace = (torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
+                 if workspace_bytes else None)
     stream = torch.cuda.current_stream(q.device).cuda_stream
-    library.forward(args, workspace.data_ptr(), workspace_bytes, stream)
+    library.forward(args, workspace.data_ptr() if workspace is not None else None,
+                    workspace_bytes, stream)
     return out, lse
 
 
