@@ -180,6 +180,66 @@ class FakeImplementationTest(unittest.TestCase):
             self.assertEqual(lse.shape, (12, 40))
 
 
+@unittest.skipUnless(dflash_torch.kernel_available(), "libdflash_attention not built")
+class NativeLibraryTest(unittest.TestCase):
+    """The C interface's argument checks, which answer before any CUDA call (no GPU needed)."""
+
+    def setUp(self):
+        from dflash_torch import _native
+        self.native = _native
+        self.library = _native.require()
+
+    def args(self, **fields):
+        import ctypes
+        args = self.native.Args()
+        args.struct_size = ctypes.sizeof(self.native.Args)
+        values = dict(dtype=self.native.FLOAT16, num_heads=12, head_dim=64, num_sequences=1,
+                      max_seqlen=8, total_tokens=8, cu_seqlens=16, q=16, k=16, v=16, out=16,
+                      scale=0.1)
+        values.update(fields)
+        for name, value in values.items():
+            setattr(args, name, value)
+        return args
+
+    def expect(self, status, pattern, args):
+        with self.assertRaises(self.native.KernelError) as caught:
+            self.library.workspace_bytes(args)
+        self.assertEqual(caught.exception.status, status)
+        self.assertRegex(str(caught.exception), pattern)
+
+    def test_versions(self):
+        self.assertGreaterEqual(self.library.cuda_version, 12000)
+
+    def test_short_struct(self):
+        self.expect(self.native.INVALID_ARGUMENT, "struct_size", self.args(struct_size=8))
+
+    def test_bad_dtype_and_head_dim(self):
+        self.expect(self.native.INVALID_ARGUMENT, "unknown dtype 7", self.args(dtype=7))
+        self.expect(self.native.UNSUPPORTED, "head_dim 48", self.args(head_dim=48))
+
+    def test_packed_layout_needs_cu_seqlens(self):
+        self.expect(self.native.INVALID_ARGUMENT, "cu_seqlens", self.args(cu_seqlens=None))
+
+    def test_unknown_positions_id(self):
+        self.expect(self.native.INVALID_ARGUMENT, "unknown positions_id 9999",
+                    self.args(pos_key=16, positions_id=9999, slot_table=16))
+
+    def test_bad_config_enum(self):
+        import ctypes
+        config = self.native.make_config(windows=5, mma=0, min_blocks_per_sm=2)
+        self.expect(self.native.INVALID_ARGUMENT, "config.windows",
+                    self.args(config=ctypes.pointer(config)))
+
+    def test_slot_tables_are_checked_and_shared(self):
+        table = build_slot_table(PositionSettings(span=256, position_buckets=256,
+                                                  max_relative_positions=512))
+        first = self.library.register_positions(table.table, table.band, table.span)
+        self.assertEqual(self.library.register_positions(table.table, table.band, table.span),
+                         first)
+        with self.assertRaisesRegex(self.native.KernelError, "outside"):
+            self.library.register_positions(table.table, table.band, 100)
+
+
 class ProfilesTest(unittest.TestCase):
     def test_family_keys(self):
         self.assertEqual(profiles.family_key("bf16", 64, False, True, True, 700),

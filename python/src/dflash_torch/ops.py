@@ -55,6 +55,19 @@ def register_slot_table(table: SlotTable) -> int:
         return len(_slot_tables) - 1
 
 
+_native_ids: dict[tuple[int, int], int] = {}
+
+
+def _native_positions_id(library: _native.Library, positions_id: int, table: SlotTable) -> int:
+    """The library's id of a registered table, registering its host copy at the first call."""
+    key = (id(library), positions_id)
+    found = _native_ids.get(key)
+    if found is None:
+        found = library.register_positions(table.table, table.band, table.span)
+        _native_ids[key] = found
+    return found
+
+
 def registered_slot_table(positions_id: int) -> SlotTable:
     with _slot_tables_lock:
         if not 0 <= positions_id < len(_slot_tables):
@@ -172,7 +185,7 @@ def _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, s
                              f"{positions_id} has {len(table.table)}")
         args.pos_key = pos_key.data_ptr() if pos_key is not None else None
         args.pos_query = pos_query.data_ptr() if pos_query is not None else None
-        args.positions_id = library.register_positions(table.table, table.band, table.span)
+        args.positions_id = _native_positions_id(library, positions_id, table)
         args.slot_table = slot_table.data_ptr()
     if padded:
         if key_mask.dtype not in (torch.bool, torch.uint8) or not key_mask.is_contiguous():
