@@ -52,6 +52,9 @@ section_install() {
     echo "== no nvcc or build wheels: installing the carried wheel"
     python3 -m pip install -q --no-deps --no-index --target "$site" .whl/torch-prebuilt/*.whl \
       || return 1
+    # The wheel brings the compiled library (its ABI version is checked at load); the Python
+    # modules are the checkout's, so a wheel built before a Python-only change still serves.
+    cp python/src/dflash_torch/*.py "$site/dflash_torch/"
   else
     echo "nothing to install from: run bench/torch/fetch_wheels.sh on the build machine"; return 1
   fi
