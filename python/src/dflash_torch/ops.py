@@ -5,8 +5,8 @@ a Hub build has its own, _namespace.py):
 
   dflash::attention_padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask,
                            num_heads, scale, return_lse)
-      q, k, v: [B, L, H*d] (rows of each batch entry contiguous at a common row stride, unit
-      column stride); key_mask: bool or uint8 [B, L], 0 removes a key. out: [B, L, H*d];
+      q, k, v: [B, L, H*d] (best: token rows at one row stride, unit column stride, 16-byte
+      aligned; other layouts are copied); key_mask: [B, L], 0 removes a key. out: [B, L, H*d];
       lse: float32 [H, B, L].
   dflash::attention_packed(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens,
                            max_seqlen, num_heads, scale, return_lse)
@@ -131,14 +131,15 @@ def _allow_tf32() -> bool:
     return bool(matmul.allow_tf32)
 
 
-def _check_rows(name: str, x: torch.Tensor, rows_dim: int) -> int:
-    """The row stride of a tensor whose dims before rows_dim + 1 flatten to rows."""
-    if x.stride(-1) != 1:
-        raise ValueError(f"{name}: the last dimension must have stride 1")
+def _rows(x: torch.Tensor, rows_dim: int) -> tuple[torch.Tensor, int]:
+    """`x` as token rows at one stride (a copy only when its layout has none: a compiler may hand
+    the op other strides than eager code) and that row stride in elements."""
     stride = x.stride(rows_dim)
-    if rows_dim == 1 and x.size(0) > 1 and x.stride(0) != x.size(1) * stride:
-        raise ValueError(f"{name}: batch entries must follow each other at the row stride")
-    return stride
+    uniform = rows_dim == 0 or x.size(0) <= 1 or x.stride(0) == x.size(1) * stride
+    if x.stride(-1) != 1 or not uniform or stride % 8 or x.data_ptr() % 16:
+        x = x.contiguous()
+        stride = x.stride(rows_dim)
+    return x, stride
 
 
 def _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale, return_lse,
@@ -166,17 +167,18 @@ def _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, s
     args.allow_tf32 = int(q.dtype == torch.float32 and _allow_tf32())
     args.num_heads = num_heads
     args.head_dim = hd // num_heads
+    q, args.q_row_stride = _rows(q, rows_dim)
+    k, args.k_row_stride = _rows(k, rows_dim)
+    v, args.v_row_stride = _rows(v, rows_dim)
     args.q, args.k, args.v = q.data_ptr(), k.data_ptr(), v.data_ptr()
-    args.q_row_stride = _check_rows("q", q, rows_dim)
-    args.k_row_stride = _check_rows("k", k, rows_dim)
-    args.v_row_stride = _check_rows("v", v, rows_dim)
     args.out, args.out_row_stride = out.data_ptr(), hd
     has_positions = pos_key is not None or pos_query is not None
     if has_positions:
         for name, pos in (("pos_key", pos_key), ("pos_query", pos_query)):
-            if pos is not None and (pos.dtype != q.dtype or not pos.is_contiguous()
-                                    or pos.dim() != 2 or pos.size(1) != hd):
-                raise ValueError(f"{name} must be a contiguous [2k, {hd}] {q.dtype} tensor")
+            if pos is not None and (pos.dtype != q.dtype or pos.dim() != 2 or pos.size(1) != hd):
+                raise ValueError(f"{name} must be a [2k, {hd}] {q.dtype} tensor")
+        pos_key = pos_key.contiguous() if pos_key is not None else None
+        pos_query = pos_query.contiguous() if pos_query is not None else None
         if slot_table is None or slot_table.dtype != torch.int32:
             raise ValueError("position terms need the int32 slot_table")
         table = registered_slot_table(positions_id)
@@ -188,15 +190,15 @@ def _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, s
         args.positions_id = _native_positions_id(library, positions_id, table)
         args.slot_table = slot_table.data_ptr()
     if padded:
-        if key_mask.dtype not in (torch.bool, torch.uint8) or not key_mask.is_contiguous():
-            raise ValueError("key_mask must be a contiguous bool or uint8 [B, L] tensor")
+        if key_mask.dtype not in (torch.bool, torch.uint8):
+            key_mask = key_mask != 0
+        key_mask = key_mask.contiguous()
         args.key_padding_mask = key_mask.data_ptr()
         args.num_sequences = q.size(0)
         args.padded_length = q.size(1)
         longest = q.size(1)
     else:
-        if cu_seqlens.dtype != torch.int32 or not cu_seqlens.is_contiguous():
-            raise ValueError("cu_seqlens must be a contiguous int32 tensor")
+        cu_seqlens = cu_seqlens.to(torch.int32).contiguous()
         args.cu_seqlens = cu_seqlens.data_ptr()
         args.num_sequences = cu_seqlens.numel() - 1
         args.max_seqlen = max_seqlen
