@@ -52,6 +52,7 @@ def main():
     for row in speed.get("attention_op", []):
         row = dict(row, cxx_ms=cxx.get(row["L"]))
         row["op_over_cxx"] = ratio(row["op_ms"], row["cxx_ms"])
+        row["op_over_capi"] = ratio(row["op_ms"], row.get("capi_ms"))
         op_rows.append(row)
     targets = []
     for row in speed.get("e2e", []):

@@ -16,12 +16,15 @@
                positions, the built-in heuristic variant (DFLASH_PROFILE=none, as
                dflash-bench-attention), each call cold (a write of 4x the L2 before it, its host
                enqueue hidden behind that write: dflash-bench-attention's ColdRunTimer), median
-               of --op-repeats.
+               of --op-repeats; also the same forward through the C interface alone (capi_ms:
+               arguments built once, no op dispatch). cxx_ms, dflash-bench-attention's time in
+               the same run, is joined by make_results.py.
 
     python3 bench/torch/speed.py --model /tmp/dft/models/v3-base --pairs /tmp/dft/mnli_like.jsonl \
         --out /tmp/out/speed.json [--skip-e2e] [--skip-compile] [--skip-op]
 """
 import argparse
+import ctypes
 import json
 import os
 import statistics
@@ -36,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 
 import engine_common as common  # noqa: E402
 import model_variants  # noqa: E402
-from dflash_torch import ops  # noqa: E402
+from dflash_torch import _native, ops  # noqa: E402
 from dflash_torch.relative_positions import PositionSettings, build_slot_table  # noqa: E402
 
 E2E_VARIANTS = ("stock", "ours_padded", "ours_packed", "df_padded", "df_packed", "fd")
@@ -164,6 +167,7 @@ def attention_op_rows(lengths, repeats, tokens=16384, heads=12, head_dim=64):
     positions_id = ops.register_slot_table(table)
     slot_table = torch.tensor(table.table, dtype=torch.int32, device="cuda")
     timer = ColdTimer()
+    library = _native.require()
     rows = []
     for length in lengths:
         batch = max(1, tokens // length)
@@ -178,16 +182,37 @@ def attention_op_rows(lengths, repeats, tokens=16384, heads=12, head_dim=64):
         def run():
             ops.attention_packed(q, k, v, pos_key, pos_query, slot_table, positions_id, cu, length,
                                  heads, scale, False)
+
+        # The same forward through the C interface alone (arguments built once, no op dispatch).
+        args = _native.Args()
+        args.struct_size = ctypes.sizeof(_native.Args)
+        args.dtype, args.num_heads, args.head_dim = _native.BFLOAT16, heads, head_dim
+        args.q, args.k, args.v = q.data_ptr(), k.data_ptr(), v.data_ptr()
+        args.q_row_stride = args.k_row_stride = args.v_row_stride = 3 * width
+        out = torch.empty(total, width, dtype=torch.bfloat16, device="cuda")
+        args.out, args.out_row_stride = out.data_ptr(), width
+        args.pos_key, args.pos_query = pos_key.data_ptr(), pos_query.data_ptr()
+        args.cu_seqlens, args.num_sequences = cu.data_ptr(), batch
+        args.max_seqlen, args.total_tokens, args.scale = length, total, scale
+        args.positions_id = library.register_positions(table.table, table.band, table.span)
+        args.slot_table = slot_table.data_ptr()
+        workspace_bytes = library.workspace_bytes(args)
+        workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device="cuda")
+        stream = torch.cuda.current_stream().cuda_stream
+
+        def run_capi():
+            library.forward(args, workspace.data_ptr(), workspace_bytes, stream)
         host = []
         for _ in range(5):
             start = time.perf_counter()
             run()
             host.append((time.perf_counter() - start) * 1e3)
         op_ms = timer.time(run, repeats)
+        capi_ms = timer.time(run_capi, repeats)
         rows.append({"L": length, "B": batch, "op_ms": op_ms, "cxx_ms": None,
-                     "op_host_ms": statistics.median(host)})
-        print(f"attention op L={length}: {op_ms:.4f} ms (host {statistics.median(host):.3f} ms)",
-              flush=True)
+                     "capi_ms": capi_ms, "op_host_ms": statistics.median(host)})
+        print(f"attention op L={length}: {op_ms:.4f} ms, C interface {capi_ms:.4f} ms "
+              f"(op host {statistics.median(host):.3f} ms)", flush=True)
     os.environ.pop("DFLASH_PROFILE")
     return rows
 
