@@ -161,6 +161,7 @@ class ColdTimer:
 
 def attention_op_rows(lengths, repeats, tokens=16384, heads=12, head_dim=64):
     os.environ["DFLASH_PROFILE"] = "none"
+    ops.tuning = ops._Tuning()  # forget profiles read by the e2e rows: the heuristic runs
     width = heads * head_dim
     table = build_slot_table(PositionSettings(span=256, position_buckets=256,
                                               max_relative_positions=512))
