@@ -1,0 +1,96 @@
+"""The DeBERTa sequence classifiers compared by the dflash_torch benchmarks, each a callable
+(ids, mask) -> logits on the same checkpoint:
+
+  stock        transformers eager (the only DeBERTa-v2 attention in transformers 5.17)
+  ours         dflash_torch.optimize_deberta, layout "padded" (key mask) or "packed" (cu_seqlens)
+  df           DisentangledFlash 1.1.1 optimize_deberta(model.deberta): "padded" runs the model as
+               is; "packed" packs the embeddings and runs its encoder.forward_packed
+  fd           FlashDeBERTa 0.0.8: its FlashDisentangledSelfAttention in place of transformers'
+               (what its own model classes hold), padded input (it unpads internally)
+
+Every variant gets its own copy of the model, so parameters are never shared across variants.
+"""
+import copy
+import importlib.metadata
+import sys
+from pathlib import Path
+
+import torch
+
+try:  # the installed package, else the source tree
+    import dflash_torch  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "python" / "src"))
+
+import dflash_torch  # noqa: E402
+from dflash_torch import packing  # noqa: E402
+
+
+def load_classifier(path, device, dtype):
+    from transformers import AutoModelForSequenceClassification
+    model = AutoModelForSequenceClassification.from_pretrained(path, dtype=torch.float32)
+    return model.eval().to(device=device, dtype=dtype)
+
+
+def peer_versions():
+    versions = {}
+    for name in ("disentangled-flash", "flashdeberta", "transformers", "torch", "triton"):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _classify_packed_hidden(model, last_hidden_packed, layout):
+    """Pooler + classifier of a sequence classifier on packed last hidden states: the first token
+    of each sequence, as ContextPooler reads it from a padded batch."""
+    first = last_hidden_packed.index_select(0, layout.cu_seqlens[:-1].long())
+    return model.classifier(model.pooler(first.unsqueeze(1)))
+
+
+def stock(model):
+    return lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits
+
+
+def ours(model, layout):
+    model = dflash_torch.optimize_deberta(copy.deepcopy(model), layout=layout, fallback="error")
+    return lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits
+
+
+def df(model, layout):
+    import disentangled_flash
+    model = copy.deepcopy(model)
+    disentangled_flash.optimize_deberta(model.deberta)
+    if layout == "padded":
+        return lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits
+
+    def run(ids, mask):
+        embeddings = model.deberta.embeddings(input_ids=ids, mask=mask)
+        layout_ = packing.packed_layout(mask)
+        hidden = packing.pack(embeddings, layout_)
+        out = model.deberta.encoder.forward_packed(hidden, layout_.cu_seqlens,
+                                                   layout_.max_seqlen, output_hidden_states=False)
+        return _classify_packed_hidden(model, out.last_hidden_state, layout_)
+    return run
+
+
+def fd(model):
+    from flashdeberta import FlashDisentangledSelfAttention
+    model = copy.deepcopy(model)
+    for layer in model.deberta.encoder.layer:
+        layer.attention.self.__class__ = FlashDisentangledSelfAttention
+    return lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits
+
+
+def make(name, model):
+    """`name`: stock, ours_padded, ours_packed, df_padded, df_packed, fd."""
+    if name == "stock":
+        return stock(model)
+    if name.startswith("ours_"):
+        return ours(model, name[len("ours_"):])
+    if name.startswith("df_"):
+        return df(model, name[len("df_"):])
+    if name == "fd":
+        return fd(model)
+    raise ValueError(f"unknown variant {name}")

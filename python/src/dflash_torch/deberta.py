@@ -1,0 +1,282 @@
+"""optimize_deberta: the fused attention inside transformers' DeBERTa-v2/v3 models.
+
+Only the attention computation changes. The encoder (DebertaV2Encoder) gets a subclass of its
+own class (its __class__ is swapped), so parameters, names and checkpoints stay exactly as they
+were, shared by reference; the projections, SelfOutput, FFN, LayerNorms, ConvLayer and heads are
+transformers' own modules, called by encoder_forward in DebertaV2Layer's order (layer-level hooks
+do not fire on the kernel path). The Hub layer (layers.DebertaV2Encoder) runs the same
+encoder_forward on a stock encoder, preparing it at its first forward.
+
+Per forward, the encoder decides whether the kernel can run: tensors on a CUDA device (or meta,
+for tracing), float16 / bfloat16 / float32, head dim 32 / 64 / 128, no gradients needed (no_grad or
+inference_mode, or nothing requires grad), no attention dropout (eval mode), no
+output_attentions, a 2-D attention mask and no z_steps query states. Otherwise the stock forward
+runs and a warning says why, once per reason and process.
+
+Layouts: "padded" passes the key mask [B, L] to the kernel (no [B, 1, L, L] mask is built);
+"packed" packs the batch once at the encoder's entry (cu_seqlens; one read of the mask on the
+host), runs every layer on the packed tokens and unpacks the outputs. Padding positions of the
+outputs differ from the stock model's (which attends them uniformly): the kernel computes padding
+query rows over the real keys (padded) or leaves them zero (packed); real positions match.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import torch
+from transformers.modeling_outputs import BaseModelOutput
+from transformers.models.deberta_v2.modeling_deberta_v2 import (DebertaV2Encoder,
+                                                                DisentangledSelfAttention)
+
+from . import _native, ops
+from .packing import PackedLayout, pack, packed_layout, unpack
+from .relative_positions import PositionSettings, attention_scale, build_slot_table
+
+LAYOUTS = ("padded", "packed")
+FALLBACK_MODES = ("warn", "error", "silent")
+_KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+_KERNEL_DEVICES = ("cuda", "meta")
+
+_warned: set[str] = set()
+
+
+class FallbackError(RuntimeError):
+    """optimize_deberta(..., fallback="error") and the kernel cannot run a forward."""
+
+
+def reset_fallback_warnings() -> None:
+    """Warn again for reasons already warned about (tests)."""
+    _warned.clear()
+
+
+def _fall_back(reason: str, mode: str) -> None:
+    if mode == "error":
+        raise FallbackError(f"dflash_torch: the fused attention cannot run: {reason}")
+    if mode == "warn" and reason not in _warned:
+        _warned.add(reason)
+        warnings.warn(f"dflash_torch: stock DeBERTa attention runs instead of the fused kernel: "
+                      f"{reason} (warned once)", RuntimeWarning, stacklevel=4)
+
+
+@dataclass(frozen=True)
+class _PaddedKeys:
+    """What the encoder hands its layers instead of the [B, 1, L, L] mask (padded layout)."""
+
+    key_mask: torch.Tensor  # bool [B, L]
+    slot_table: torch.Tensor | None
+    positions_id: int
+
+
+@dataclass(frozen=True)
+class _PackedSequences:
+    """The packed layout's counterpart: tokens [T, ...] of sequences cu_seqlens."""
+
+    cu_seqlens: torch.Tensor
+    max_seqlen: int
+    slot_table: torch.Tensor | None
+    positions_id: int
+
+
+def attention_context(attention: DisentangledSelfAttention, hidden_states: torch.Tensor,
+                      layout, rel_embeddings: torch.Tensor | None) -> torch.Tensor:
+    """What DisentangledSelfAttention returns as its context, by the fused kernel."""
+    query = attention.query_proj(hidden_states)
+    key = attention.key_proj(hidden_states)
+    value = attention.value_proj(hidden_states)
+    c2p, p2c = "c2p" in attention.pos_att_type, "p2c" in attention.pos_att_type
+    pos_key = pos_query = None
+    if attention.relative_attention and rel_embeddings is not None:
+        relative = rel_embeddings[:2 * attention.pos_ebd_size]  # pos_dropout: eval mode only
+        if attention.share_att_key:
+            pos_key = attention.key_proj(relative) if c2p else None
+            pos_query = attention.query_proj(relative) if p2c else None
+        else:
+            pos_key = attention.pos_key_proj(relative) if c2p else None
+            pos_query = attention.pos_query_proj(relative) if p2c else None
+    scale = attention_scale(attention.attention_head_size, int(c2p) + int(p2c))
+    if isinstance(layout, _PaddedKeys):
+        context, _ = ops.attention_padded(query, key, value, pos_key, pos_query, layout.slot_table,
+                                          layout.positions_id, layout.key_mask,
+                                          attention.num_attention_heads, scale, False)
+    else:
+        context, _ = ops.attention_packed(query, key, value, pos_key, pos_query, layout.slot_table,
+                                          layout.positions_id, layout.cu_seqlens,
+                                          layout.max_seqlen, attention.num_attention_heads, scale,
+                                          False)
+    return context
+
+
+def _layer_forward(layer, hidden_states, layout, rel_embeddings):
+    """DebertaV2Layer's composition with the fused attention context."""
+    attention = layer.attention
+    context = attention_context(attention.self, hidden_states, layout, rel_embeddings)
+    attention_output = attention.output(context, hidden_states)
+    return layer.output(layer.intermediate(attention_output), attention_output)
+
+
+def encoder_forward(encoder: DebertaV2Encoder, hidden_states, attention_mask,
+                    output_hidden_states=True, output_attentions=False, query_states=None,
+                    relative_pos=None, return_dict=True):
+    """DebertaV2Encoder.forward with the fused attention, or the stock forward where the kernel
+    cannot run (warned once per reason). Prepares a stock encoder at its first call."""
+    if "_dflash_layout" not in encoder.__dict__:
+        prepare_encoder(encoder, layout="padded", fallback="warn")
+    reason = _fallback_reason(encoder, hidden_states, attention_mask, output_attentions,
+                              query_states)
+    if reason is not None:
+        _fall_back(reason, encoder._dflash_fallback)
+        return DebertaV2Encoder.forward(encoder, hidden_states, attention_mask,
+                                        output_hidden_states=output_hidden_states,
+                                        output_attentions=output_attentions,
+                                        query_states=query_states, relative_pos=relative_pos,
+                                        return_dict=return_dict)
+    slot_table = encoder.dflash_slot_table if encoder._dflash_positions_id >= 0 else None
+    packing: PackedLayout | None = None
+    if encoder._dflash_layout == "packed":
+        packing = packed_layout(attention_mask)
+        states = pack(hidden_states, packing)
+        layout = _PackedSequences(packing.cu_seqlens, packing.max_seqlen, slot_table,
+                                  encoder._dflash_positions_id)
+    else:
+        states = hidden_states
+        layout = _PaddedKeys((attention_mask != 0).contiguous(), slot_table,
+                             encoder._dflash_positions_id)
+    rel_embeddings = encoder.get_rel_embedding()
+    all_hidden_states = (hidden_states,) if output_hidden_states else None
+    for index, layer in enumerate(encoder.layer):
+        states = _layer_forward(layer, states, layout, rel_embeddings)
+        if index == 0 and encoder.conv is not None:
+            # The ConvLayer mixes neighbouring positions: it runs on the padded layout.
+            padded = unpack(states, packing) if packing is not None else states
+            padded = encoder.conv(hidden_states, padded, attention_mask)
+            states = pack(padded, packing) if packing is not None else padded
+        if output_hidden_states:
+            all_hidden_states = all_hidden_states + (
+                unpack(states, packing) if packing is not None else states,)
+    if output_hidden_states:
+        last = all_hidden_states[-1]
+    else:
+        last = unpack(states, packing) if packing is not None else states
+    if not return_dict:
+        return tuple(v for v in [last, all_hidden_states] if v is not None)
+    return BaseModelOutput(last_hidden_state=last, hidden_states=all_hidden_states,
+                           attentions=None)
+
+
+def _fallback_reason(encoder, hidden_states, attention_mask, output_attentions,
+                     query_states) -> str | None:
+    if encoder._dflash_static_reason is not None:
+        return encoder._dflash_static_reason
+    if output_attentions:
+        return "output_attentions=True needs the attention probabilities"
+    if query_states is not None:
+        return "query_states (z_steps > 1) are not supported"
+    if attention_mask.dim() != 2:
+        return "only a 2-D [batch, length] attention mask is supported"
+    if hidden_states.device.type not in _KERNEL_DEVICES:
+        return f"tensors on {hidden_states.device.type} (the kernel runs on CUDA devices)"
+    if hidden_states.device.type == "cuda" and encoder._dflash_library_error is not None:
+        return encoder._dflash_library_error
+    if hidden_states.dtype not in _KERNEL_DTYPES:
+        return f"dtype {hidden_states.dtype} (supported: float16, bfloat16, float32)"
+    attention = encoder.layer[0].attention.self
+    if torch.is_grad_enabled() and (hidden_states.requires_grad
+                                    or attention.query_proj.weight.requires_grad
+                                    or attention.key_proj.weight.requires_grad):
+        return ("gradients are required and the kernel is forward-only; run under "
+                "torch.no_grad() or torch.inference_mode()")
+    if encoder.training and (attention.dropout.p > 0 or (
+            attention.relative_attention and attention.pos_dropout.p > 0)):
+        return "training mode with attention dropout"
+    return None
+
+
+class DflashDebertaV2Encoder(DebertaV2Encoder):
+    """DebertaV2Encoder that runs its layers with the fused attention where it can."""
+
+    def forward(self, hidden_states, attention_mask, output_hidden_states=True,
+                output_attentions=False, query_states=None, relative_pos=None, return_dict=True):
+        return encoder_forward(self, hidden_states, attention_mask, output_hidden_states,
+                               output_attentions, query_states, relative_pos, return_dict)
+
+
+def _static_reason(attention: DisentangledSelfAttention, settings: PositionSettings | None,
+                   settled: bool) -> str | None:
+    if attention.attention_head_size not in ops.SUPPORTED_HEAD_DIMS:
+        return (f"head dim {attention.attention_head_size} (supported: "
+                f"{', '.join(map(str, ops.SUPPORTED_HEAD_DIMS))})")
+    unknown = set(attention.pos_att_type) - {"c2p", "p2c"}
+    if unknown:
+        return f"position attention types {sorted(unknown)} (supported: c2p, p2c)"
+    if settings is not None and not settled:
+        return "a relative-position table that does not settle (exotic bucket settings)"
+    return None
+
+
+def prepare_encoder(encoder: DebertaV2Encoder, *, layout: str, fallback: str) -> None:
+    """Attaches what the kernel path needs to `encoder`: the slot table (a non-persistent buffer,
+    so checkpoints keep their keys and .to() moves it), its positions id, the layout, the fallback
+    mode and the reasons that rule the kernel out for this model whatever the inputs."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if fallback not in FALLBACK_MODES:
+        raise ValueError(f"fallback must be one of {FALLBACK_MODES}, got {fallback!r}")
+    attention = encoder.layer[0].attention.self
+    settings = None
+    settled = True
+    positions_id = -1
+    if attention.relative_attention:
+        settings = PositionSettings(span=attention.pos_ebd_size,
+                                    position_buckets=attention.position_buckets,
+                                    max_relative_positions=attention.max_relative_positions)
+        table = build_slot_table(settings)
+        settled = table.settled
+        positions_id = ops.register_slot_table(table)
+        encoder._buffers.pop("dflash_slot_table", None)
+        encoder.register_buffer("dflash_slot_table",
+                                torch.tensor(table.table, dtype=torch.int32,
+                                             device=encoder.rel_embeddings.weight.device),
+                                persistent=False)
+    library_error = _native.load_error()
+    encoder._dflash_layout = layout
+    encoder._dflash_fallback = fallback
+    encoder._dflash_positions_id = positions_id
+    encoder._dflash_static_reason = _static_reason(attention, settings, settled)
+    encoder._dflash_library_error = (
+        None if library_error is None else f"the attention library is unavailable: {library_error}")
+
+
+def optimize_deberta(model: torch.nn.Module, *, layout: str = "padded",
+                     fallback: str = "warn") -> torch.nn.Module:
+    """Swaps the attention of every DeBERTa-v2/v3 encoder in `model` for the fused kernel, in place.
+
+    `model`: a transformers DebertaV2Model or any model holding one (sequence / token
+    classification, question answering, ...). `layout`: "padded" or "packed" (see the module
+    docstring). `fallback`: "warn" (stock forward with a one-time warning where the kernel cannot
+    run), "error" (raise FallbackError instead) or "silent". Returns `model`.
+    """
+    encoders = [m for m in model.modules() if isinstance(m, DebertaV2Encoder)]
+    if not encoders:
+        raise TypeError(f"{type(model).__name__} holds no DeBERTa-v2/v3 encoder (DebertaV2Encoder)")
+    for encoder in encoders:
+        prepare_encoder(encoder, layout=layout, fallback=fallback)
+        encoder.__class__ = DflashDebertaV2Encoder
+    return model
+
+
+_STATE = ("_dflash_layout", "_dflash_fallback", "_dflash_positions_id", "_dflash_static_reason",
+          "_dflash_library_error")
+
+
+def restore_deberta(model: torch.nn.Module) -> torch.nn.Module:
+    """Undoes optimize_deberta in place."""
+    for module in model.modules():
+        if isinstance(module, DebertaV2Encoder) and "_dflash_layout" in module.__dict__:
+            if isinstance(module, DflashDebertaV2Encoder):
+                module.__class__ = DebertaV2Encoder
+            module._buffers.pop("dflash_slot_table", None)
+            for name in _STATE:
+                module.__dict__.pop(name, None)
+    return model

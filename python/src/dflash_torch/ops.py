@@ -1,0 +1,270 @@
+"""The fused disentangled-attention forward as PyTorch custom ops (torch.library).
+
+Two ops, one per layout, both returning (out, lse), in the namespace "dflash" (torch.ops.dflash;
+a Hub build has its own, _namespace.py):
+
+  dflash::attention_padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask,
+                           num_heads, scale, return_lse)
+      q, k, v: [B, L, H*d] (best: token rows at one row stride, unit column stride, 16-byte
+      aligned; other layouts are copied); key_mask: [B, L], 0 removes a key. out: [B, L, H*d];
+      lse: float32 [H, B, L].
+  dflash::attention_packed(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens,
+                           max_seqlen, num_heads, scale, return_lse)
+      q, k, v: [T, H*d]; cu_seqlens: int32 [B + 1]; max_seqlen: the longest sequence (a host int,
+      so that no call reads the device). out: [T, H*d]; lse: float32 [H, T].
+
+pos_key / pos_query are the layer's projections of the relative embeddings, [2k, H*d] (None drops
+c2p / p2c); slot_table is the model's int32 idx table on the device and positions_id the id of its
+host copy (register_slot_table). lse is the natural-log log-sum-exp of each row's scaled scores,
+what a fused backward needs; with return_lse=False it is an empty tensor and the kernel skips it.
+
+The real implementation runs on the caller's current stream, allocates its workspace through
+PyTorch's caching allocator and never synchronises, so the ops can be captured in CUDA graphs; the
+fake implementations give torch.compile shapes and dtypes without running anything. float32
+inputs run the TF32 kernel when torch allows TF32 matmuls at call time, else the strict one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import warnings
+
+import torch
+
+from . import _native, profiles
+from ._namespace import NAMESPACE
+from .relative_positions import SlotTable
+
+_DTYPES = {torch.float16: (_native.FLOAT16, "fp16"), torch.bfloat16: (_native.BFLOAT16, "bf16"),
+           torch.float32: (_native.FLOAT32, "fp32")}
+SUPPORTED_HEAD_DIMS = (32, 64, 128)
+
+# Python-side ids of slot tables; their host copies reach the library at the first real call.
+_slot_tables: list[SlotTable] = []
+_slot_tables_lock = threading.Lock()
+
+
+def register_slot_table(table: SlotTable) -> int:
+    """The positions_id for `table` (equal tables share one)."""
+    with _slot_tables_lock:
+        for index, known in enumerate(_slot_tables):
+            if known == table:
+                return index
+        _slot_tables.append(table)
+        return len(_slot_tables) - 1
+
+
+_native_ids: dict[tuple[int, int], int] = {}
+
+
+def _native_positions_id(library: _native.Library, positions_id: int, table: SlotTable) -> int:
+    """The library's id of a registered table, registering its host copy at the first call."""
+    key = (id(library), positions_id)
+    found = _native_ids.get(key)
+    if found is None:
+        found = library.register_positions(table.table, table.band, table.span)
+        _native_ids[key] = found
+    return found
+
+
+def registered_slot_table(positions_id: int) -> SlotTable:
+    with _slot_tables_lock:
+        if not 0 <= positions_id < len(_slot_tables):
+            raise ValueError(f"unknown positions_id {positions_id}")
+        return _slot_tables[positions_id]
+
+
+class _Tuning:
+    """Kernel variant per (device, family): the device's tuning profile entry when it applies,
+    else the built-in heuristic (config None)."""
+
+    def __init__(self):
+        self._profiles: dict[int, profiles.Profile | None] = {}
+        self._configs: dict[tuple[int, str], _native.Config | None] = {}
+        self._lock = threading.Lock()
+
+    def profile(self, library: _native.Library, device: int) -> profiles.Profile | None:
+        if device not in self._profiles:
+            properties = torch.cuda.get_device_properties(device)
+            cuda = divmod(library.cuda_version // 10, 100)
+            self._profiles[device] = profiles.select_profile(
+                properties.name, (properties.major, properties.minor), cuda)
+        return self._profiles[device]
+
+    def config(self, library: _native.Library, device: int, family: str,
+               args: _native.Args) -> _native.Config | None:
+        key = (device, family)
+        with self._lock:
+            if key in self._configs:
+                return self._configs[key]
+            chosen = None
+            profile = self.profile(library, device)
+            entry = profile.entries.get(family) if profile is not None else None
+            if entry is not None:
+                candidate = _native.make_config(entry.windows, entry.mma, entry.min_blocks_per_sm,
+                                                entry.key_groups, entry.block_m, entry.block_n,
+                                                entry.warps)
+                if library.config_applies(args, candidate):
+                    chosen = candidate
+                else:
+                    warnings.warn(f"dflash_torch: {profile.source}: the entry for {family} does "
+                                  "not apply on this device or build; the heuristic runs",
+                                  RuntimeWarning, stacklevel=3)
+            self._configs[key] = chosen
+            return chosen
+
+    def describe(self, device: int) -> str:
+        library = _native.require()
+        profile = self.profile(library, device)
+        return "heuristic (no profile)" if profile is None else f"{profile.name} ({profile.source})"
+
+
+tuning = _Tuning()
+
+
+def _allow_tf32() -> bool:
+    matmul = torch.backends.cuda.matmul
+    precision = getattr(matmul, "fp32_precision", None)
+    if precision is not None and precision != "none":
+        return precision == "tf32"
+    return bool(matmul.allow_tf32)
+
+
+def _rows(x: torch.Tensor, rows_dim: int) -> tuple[torch.Tensor, int]:
+    """`x` as token rows at one stride (a copy only when its layout has none: a compiler may hand
+    the op other strides than eager code) and that row stride in elements."""
+    stride = x.stride(rows_dim)
+    uniform = rows_dim == 0 or x.size(0) <= 1 or x.stride(0) == x.size(1) * stride
+    if x.stride(-1) != 1 or not uniform or stride % 8 or x.data_ptr() % 16:
+        x = x.contiguous()
+        stride = x.stride(rows_dim)
+    return x, stride
+
+
+def _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale, return_lse,
+             *, key_mask=None, cu_seqlens=None, max_seqlen=0):
+    padded = key_mask is not None
+    hd = q.size(-1)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    rows = q.size(0) * q.size(1) if padded else q.size(0)
+    lse_shape = (num_heads, q.size(0), q.size(1)) if padded else (num_heads, q.size(0))
+    lse = torch.empty(lse_shape if return_lse else (0,), dtype=torch.float32, device=q.device)
+    if rows == 0:
+        return out, lse
+    if q.dtype not in _DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+        raise ValueError(f"q, k, v must share one of float16, bfloat16, float32; got {q.dtype}")
+    if hd % num_heads != 0 or hd // num_heads not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"head dim {hd} / {num_heads} is not one of {SUPPORTED_HEAD_DIMS}")
+    library = _native.require()
+    device = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    rows_dim = 1 if padded else 0
+    dtype_code, dtype_name = _DTYPES[q.dtype]
+    args = _native.Args()
+    args.struct_size = ctypes.sizeof(_native.Args)
+    args.device = device
+    args.dtype = dtype_code
+    args.allow_tf32 = int(q.dtype == torch.float32 and _allow_tf32())
+    args.num_heads = num_heads
+    args.head_dim = hd // num_heads
+    q, args.q_row_stride = _rows(q, rows_dim)
+    k, args.k_row_stride = _rows(k, rows_dim)
+    v, args.v_row_stride = _rows(v, rows_dim)
+    args.q, args.k, args.v = q.data_ptr(), k.data_ptr(), v.data_ptr()
+    args.out, args.out_row_stride = out.data_ptr(), hd
+    has_positions = pos_key is not None or pos_query is not None
+    if has_positions:
+        for name, pos in (("pos_key", pos_key), ("pos_query", pos_query)):
+            if pos is not None and (pos.dtype != q.dtype or pos.dim() != 2 or pos.size(1) != hd):
+                raise ValueError(f"{name} must be a [2k, {hd}] {q.dtype} tensor")
+        pos_key = pos_key.contiguous() if pos_key is not None else None
+        pos_query = pos_query.contiguous() if pos_query is not None else None
+        if slot_table is None or slot_table.dtype != torch.int32:
+            raise ValueError("position terms need the int32 slot_table")
+        table = registered_slot_table(positions_id)
+        if slot_table.numel() != len(table.table):
+            raise ValueError(f"slot_table has {slot_table.numel()} entries; positions_id "
+                             f"{positions_id} has {len(table.table)}")
+        args.pos_key = pos_key.data_ptr() if pos_key is not None else None
+        args.pos_query = pos_query.data_ptr() if pos_query is not None else None
+        args.positions_id = _native_positions_id(library, positions_id, table)
+        args.slot_table = slot_table.data_ptr()
+    if padded:
+        if key_mask.dtype not in (torch.bool, torch.uint8):
+            key_mask = key_mask != 0
+        key_mask = key_mask.contiguous()
+        args.key_padding_mask = key_mask.data_ptr()
+        args.num_sequences = q.size(0)
+        args.padded_length = q.size(1)
+        longest = q.size(1)
+    else:
+        cu_seqlens = cu_seqlens.to(torch.int32).contiguous()
+        args.cu_seqlens = cu_seqlens.data_ptr()
+        args.num_sequences = cu_seqlens.numel() - 1
+        args.max_seqlen = max_seqlen
+        args.total_tokens = q.size(0)
+        longest = max_seqlen
+    args.scale = scale
+    args.lse = lse.data_ptr() if return_lse else None
+    family = profiles.family_key(dtype_name, args.head_dim, padded, pos_key is not None,
+                                 pos_query is not None, longest)
+    config = tuning.config(library, device, family, args)
+    if config is not None:
+        args.config = ctypes.pointer(config)
+    workspace_bytes = library.workspace_bytes(args)
+    # The caching allocator's blocks are 512-byte aligned and stream-ordered: no synchronisation.
+    workspace = (torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
+                 if workspace_bytes else None)
+    stream = torch.cuda.current_stream(q.device).cuda_stream
+    library.forward(args, workspace.data_ptr() if workspace is not None else None,
+                    workspace_bytes, stream)
+    return out, lse
+
+
+@torch.library.custom_op(f"{NAMESPACE}::attention_padded", mutates_args=(), device_types="cuda")
+def attention_padded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     pos_key: torch.Tensor | None, pos_query: torch.Tensor | None,
+                     slot_table: torch.Tensor | None, positions_id: int, key_mask: torch.Tensor,
+                     num_heads: int, scale: float,
+                     return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.cuda.device(q.device):
+        return _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
+                        return_lse, key_mask=key_mask)
+
+
+@attention_padded.register_fake
+def _attention_padded_fake(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask,
+                           num_heads, scale, return_lse):
+    torch._check(q.dim() == 3 and k.shape == q.shape and v.shape == q.shape)
+    torch._check(key_mask.shape == q.shape[:2])
+    lse_shape = (num_heads, q.size(0), q.size(1)) if return_lse else (0,)
+    return q.new_empty(q.shape), q.new_empty(lse_shape, dtype=torch.float32)
+
+
+@torch.library.custom_op(f"{NAMESPACE}::attention_packed", mutates_args=(), device_types="cuda")
+def attention_packed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     pos_key: torch.Tensor | None, pos_query: torch.Tensor | None,
+                     slot_table: torch.Tensor | None, positions_id: int, cu_seqlens: torch.Tensor,
+                     max_seqlen: int, num_heads: int, scale: float,
+                     return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.cuda.device(q.device):
+        return _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
+                        return_lse, cu_seqlens=cu_seqlens, max_seqlen=max_seqlen)
+
+
+@attention_packed.register_fake
+def _attention_packed_fake(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens,
+                           max_seqlen, num_heads, scale, return_lse):
+    torch._check(q.dim() == 2 and k.shape == q.shape and v.shape == q.shape)
+    torch._check(cu_seqlens.dim() == 1)
+    lse_shape = (num_heads, q.size(0)) if return_lse else (0,)
+    return q.new_empty(q.shape), q.new_empty(lse_shape, dtype=torch.float32)
+
+
+def _no_backward(ctx, *grads):
+    raise RuntimeError("dflash_torch: the fused attention has no backward yet (inference only); "
+                       "run under torch.no_grad() or torch.inference_mode()")
+
+
+attention_padded.register_autograd(_no_backward)
+attention_packed.register_autograd(_no_backward)

@@ -1,0 +1,74 @@
+"""Packing a padded batch into concatenated sequences (cu_seqlens) and back.
+
+A padded batch [B, L, ...] with a mask [B, L] becomes [T, ...] holding only the tokens whose mask is
+set, in order, plus cu_seqlens (int32 [B + 1]) and the longest length. Every sequence's tokens
+must be contiguous in its row (right or left padding): relative positions inside a packed sequence
+are then the same as in the padded row. Building the layout reads the mask on the host once (the
+token count and the longest length are shapes); everything after it stays on the device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class PackedLayout:
+    """Where the tokens of a padded [B, L] batch went: packed row t is flat position index[t]."""
+
+    index: torch.Tensor  # int64 [T]
+    cu_seqlens: torch.Tensor  # int32 [B + 1]
+    max_seqlen: int
+    batch: int
+    length: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.index.numel()
+
+
+def packed_layout(mask: torch.Tensor) -> PackedLayout:
+    """The layout of `mask` ([B, L], nonzero = token). Raises ValueError when a row's tokens are not
+    contiguous (they would change relative positions)."""
+    if mask.dim() != 2:
+        raise ValueError(f"mask must be [B, L], got {tuple(mask.shape)}")
+    present = mask != 0
+    batch, length = present.shape
+    lengths = present.sum(dim=1)
+    positions = torch.arange(length, device=mask.device).expand(batch, length)
+    first = torch.where(present, positions, length).amin(dim=1)
+    last = torch.where(present, positions, -1).amax(dim=1)
+    span = torch.where(lengths > 0, last - first + 1, 0)
+    # One read of the device: the token count, the longest sequence and a gap check.
+    total, longest, gaps = torch.stack(
+        [lengths.sum(), lengths.max() if batch else lengths.sum(),
+         (span != lengths).sum()]).tolist()
+    if gaps:
+        raise ValueError("a sequence's tokens are not contiguous in its row; packing would change "
+                         "relative positions")
+    index = torch.nonzero_static(present.flatten(), size=total).flatten()
+    cu_seqlens = torch.zeros(batch + 1, dtype=torch.int32, device=mask.device)
+    cu_seqlens[1:] = torch.cumsum(lengths, dim=0)
+    return PackedLayout(index=index, cu_seqlens=cu_seqlens, max_seqlen=int(longest), batch=batch,
+                        length=length)
+
+
+def pack(padded: torch.Tensor, layout: PackedLayout) -> torch.Tensor:
+    """[B, L, ...] -> [T, ...]."""
+    return padded.reshape(layout.batch * layout.length, *padded.shape[2:]).index_select(
+        0, layout.index)
+
+
+def unpack(packed: torch.Tensor, layout: PackedLayout, fill: float = 0.0) -> torch.Tensor:
+    """[T, ...] -> [B, L, ...], `fill` where the mask is unset."""
+    flat = packed.new_full((layout.batch * layout.length, *packed.shape[1:]), fill)
+    flat.index_copy_(0, layout.index, packed)
+    return flat.view(layout.batch, layout.length, *packed.shape[1:])
+
+
+def pack_batch(mask: torch.Tensor, *tensors: torch.Tensor):
+    """The layout of `mask` and each [B, L, ...] tensor packed: (layout, packed...)."""
+    layout = packed_layout(mask)
+    return (layout, *(pack(t, layout) for t in tensors))

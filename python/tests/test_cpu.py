@@ -1,0 +1,490 @@
+"""CPU tests of dflash_torch: no GPU, no kernel launches.
+
+They cover the Python side: the slot table against transformers, packing, the ops' fake
+implementations and torch.compile tracing, tuning-profile selection, optimize_deberta's module
+surgery and fallback decisions, and the whole integration (padded and packed, ConvLayer, c2p /
+p2c / both / none) against stock transformers with the ops' plain-torch reference registered as
+their CPU kernel. Run: python -m pytest python/tests (or python -m unittest discover).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import unittest
+import warnings
+from pathlib import Path
+
+import torch
+
+try:  # the installed package (the GPU run tests the wheel), else the source tree
+    import dflash_torch  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import dflash_torch  # noqa: E402
+from dflash_torch import deberta, packing, profiles, reference  # noqa: E402
+from dflash_torch.relative_positions import (PositionSettings, build_slot_table,  # noqa: E402
+                                             slot_indices)
+from transformers import DebertaV2Config  # noqa: E402
+from transformers import (DebertaV2ForSequenceClassification,  # noqa: E402
+                          DebertaV2ForTokenClassification, DebertaV2Model)
+from transformers.models.deberta_v2 import modeling_deberta_v2  # noqa: E402
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def small_config(**overrides) -> DebertaV2Config:
+    """A deberta-v3-shaped config, scaled down (hidden 64, 2 heads of 32)."""
+    values = dict(vocab_size=100, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                  intermediate_size=96, max_position_embeddings=64, relative_attention=True,
+                  position_buckets=16, max_relative_positions=-1, pos_att_type=["p2c", "c2p"],
+                  share_att_key=True, norm_rel_ebd="layer_norm", position_biased_input=False,
+                  type_vocab_size=0, num_labels=3, hidden_dropout_prob=0.1,
+                  attention_probs_dropout_prob=0.1)
+    values.update(overrides)
+    return DebertaV2Config(**values)
+
+
+def make_model(cls=DebertaV2ForSequenceClassification, seed=0, **overrides):
+    torch.manual_seed(seed)
+    return cls(small_config(**overrides)).eval()
+
+
+def batch(lengths, length, seed=1, left=False):
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, 100, (len(lengths), length), generator=generator)
+    mask = torch.zeros(len(lengths), length, dtype=torch.long)
+    for row, n in enumerate(lengths):
+        if left:
+            mask[row, length - n:] = 1
+        else:
+            mask[row, :n] = 1
+    return ids * mask, mask
+
+
+class KernelOnCpu:
+    """Lets the integration take its kernel path on CPU tensors, with the reference kernels."""
+
+    def __enter__(self):
+        reference.use_reference_on_cpu()
+        self._devices = deberta._KERNEL_DEVICES
+        deberta._KERNEL_DEVICES = ("cpu", "meta")
+        return self
+
+    def __exit__(self, *exc):
+        deberta._KERNEL_DEVICES = self._devices
+
+
+def relative_l2(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm())
+
+
+class SlotTableTest(unittest.TestCase):
+    def check_against_transformers(self, buckets: int, max_relative: int, span: int):
+        settings = PositionSettings(span=span, position_buckets=buckets,
+                                    max_relative_positions=max_relative)
+        table = build_slot_table(settings)
+        self.assertTrue(table.settled)
+        length = 3 * max(table.band, 8)
+        q = torch.zeros(1, length, 1)
+        relative = modeling_deberta_v2.build_relative_position(q, q, bucket_size=buckets,
+                                                               max_position=max_relative)[0]
+        stock = torch.clamp(relative + span, 0, 2 * span - 1)
+        positions = torch.arange(length)
+        delta = positions[:, None] - positions[None, :]
+        ours = torch.tensor([table.lookup(int(d)) for d in delta.flatten()]).view(length, length)
+        self.assertTrue(torch.equal(ours, stock))
+        # p2c reads clamp(-bucket(j - i) + span) at (i, j): the same slot (bucket is odd).
+        p2c = torch.clamp(-relative.t() + span, 0, 2 * span - 1)
+        self.assertTrue(torch.equal(ours, p2c))
+
+    def test_v3_buckets_match_transformers(self):
+        self.check_against_transformers(buckets=256, max_relative=512, span=256)
+
+    def test_small_buckets_match_transformers(self):
+        self.check_against_transformers(buckets=16, max_relative=64, span=16)
+
+    def test_no_buckets_match_transformers(self):
+        self.check_against_transformers(buckets=-1, max_relative=24, span=24)
+
+    def test_v3_band(self):
+        table = build_slot_table(PositionSettings(span=256, position_buckets=256,
+                                                  max_relative_positions=512))
+        self.assertEqual(table.band, 512)  # engine/model/relative_position.h: v3 settles at 512
+        self.assertEqual(len(table.table), 1025)
+        self.assertEqual(table.lookup(10_000), 511)
+        self.assertEqual(table.lookup(-10_000), 0)
+
+    def test_slot_indices_are_clamped(self):
+        settings = PositionSettings(span=4, position_buckets=-1, max_relative_positions=4)
+        got = slot_indices(torch.tensor([-9, -4, 0, 3, 9]), settings)
+        self.assertEqual(got.tolist(), [0, 0, 4, 7, 7])
+
+
+class PackingTest(unittest.TestCase):
+    def test_round_trip_right_padding(self):
+        _, mask = batch([5, 1, 7], 8)
+        hidden = torch.randn(3, 8, 4)
+        layout, packed = packing.pack_batch(mask, hidden)
+        self.assertEqual(layout.cu_seqlens.tolist(), [0, 5, 6, 13])
+        self.assertEqual(layout.max_seqlen, 7)
+        self.assertEqual(packed.shape, (13, 4))
+        restored = packing.unpack(packed, layout)
+        self.assertTrue(torch.equal(restored, hidden * mask.unsqueeze(-1)))
+
+    def test_round_trip_left_padding(self):
+        _, mask = batch([2, 6], 6, left=True)
+        hidden = torch.randn(2, 6, 3)
+        layout, packed = packing.pack_batch(mask, hidden)
+        self.assertEqual(layout.cu_seqlens.tolist(), [0, 2, 8])
+        self.assertTrue(torch.equal(packed[:2], hidden[0, 4:]))
+        self.assertTrue(torch.equal(packing.unpack(packed, layout, fill=0.0),
+                                    hidden * mask.unsqueeze(-1)))
+
+    def test_empty_sequence(self):
+        mask = torch.tensor([[1, 1, 0], [0, 0, 0], [1, 0, 0]])
+        layout = packing.packed_layout(mask)
+        self.assertEqual(layout.cu_seqlens.tolist(), [0, 2, 2, 3])
+        self.assertEqual(layout.total_tokens, 3)
+
+    def test_gaps_are_refused(self):
+        with self.assertRaisesRegex(ValueError, "not contiguous"):
+            packing.packed_layout(torch.tensor([[1, 0, 1, 0]]))
+
+
+class FakeImplementationTest(unittest.TestCase):
+    def test_padded_shapes(self):
+        q = torch.empty(2, 16, 128, device="meta", dtype=torch.bfloat16)
+        mask = torch.empty(2, 16, device="meta", dtype=torch.bool)
+        out, lse = torch.ops.dflash.attention_padded(q, q, q, None, None, None, -1, mask, 2, 0.1,
+                                                     True)
+        self.assertEqual((out.shape, out.dtype), (q.shape, torch.bfloat16))
+        self.assertEqual((lse.shape, lse.dtype), ((2, 2, 16), torch.float32))
+        _, lse = torch.ops.dflash.attention_padded(q, q, q, None, None, None, -1, mask, 2, 0.1,
+                                                   False)
+        self.assertEqual(lse.numel(), 0)
+
+    def test_packed_shapes_on_fake_cuda(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode():
+            q = torch.empty(40, 768, device="cuda", dtype=torch.float16)
+            pos = torch.empty(512, 768, device="cuda", dtype=torch.float16)
+            table = torch.empty(1025, device="cuda", dtype=torch.int32)
+            cu = torch.empty(4, device="cuda", dtype=torch.int32)
+            out, lse = torch.ops.dflash.attention_packed(q, q, q, pos, pos, table, 0, cu, 20, 12,
+                                                         0.07, True)
+            self.assertEqual((out.shape, out.dtype, out.device.type),
+                             ((40, 768), torch.float16, "cuda"))
+            self.assertEqual(lse.shape, (12, 40))
+
+
+@unittest.skipUnless(dflash_torch.kernel_available(), "libdflash_attention not built")
+class NativeLibraryTest(unittest.TestCase):
+    """The C interface's argument checks, which answer before any CUDA call (no GPU needed)."""
+
+    def setUp(self):
+        from dflash_torch import _native
+        self.native = _native
+        self.library = _native.require()
+
+    def args(self, **fields):
+        import ctypes
+        args = self.native.Args()
+        args.struct_size = ctypes.sizeof(self.native.Args)
+        values = dict(dtype=self.native.FLOAT16, num_heads=12, head_dim=64, num_sequences=1,
+                      max_seqlen=8, total_tokens=8, cu_seqlens=16, q=16, k=16, v=16, out=16,
+                      scale=0.1)
+        values.update(fields)
+        for name, value in values.items():
+            setattr(args, name, value)
+        return args
+
+    def expect(self, status, pattern, args):
+        with self.assertRaises(self.native.KernelError) as caught:
+            self.library.workspace_bytes(args)
+        self.assertEqual(caught.exception.status, status)
+        self.assertRegex(str(caught.exception), pattern)
+
+    def test_versions(self):
+        self.assertGreaterEqual(self.library.cuda_version, 12000)
+
+    def test_short_struct(self):
+        self.expect(self.native.INVALID_ARGUMENT, "struct_size", self.args(struct_size=8))
+
+    def test_bad_dtype_and_head_dim(self):
+        self.expect(self.native.INVALID_ARGUMENT, "unknown dtype 7", self.args(dtype=7))
+        self.expect(self.native.UNSUPPORTED, "head_dim 48", self.args(head_dim=48))
+
+    def test_packed_layout_needs_cu_seqlens(self):
+        self.expect(self.native.INVALID_ARGUMENT, "cu_seqlens", self.args(cu_seqlens=None))
+
+    def test_unknown_positions_id(self):
+        self.expect(self.native.INVALID_ARGUMENT, "unknown positions_id 9999",
+                    self.args(pos_key=16, positions_id=9999, slot_table=16))
+
+    def test_bad_config_enum(self):
+        import ctypes
+        config = self.native.make_config(windows=5, mma=0, min_blocks_per_sm=2)
+        self.expect(self.native.INVALID_ARGUMENT, "config.windows",
+                    self.args(config=ctypes.pointer(config)))
+
+    def test_slot_tables_are_checked_and_shared(self):
+        table = build_slot_table(PositionSettings(span=256, position_buckets=256,
+                                                  max_relative_positions=512))
+        first = self.library.register_positions(table.table, table.band, table.span)
+        self.assertEqual(self.library.register_positions(table.table, table.band, table.span),
+                         first)
+        with self.assertRaisesRegex(self.native.KernelError, "outside"):
+            self.library.register_positions(table.table, table.band, 100)
+
+
+class ProfilesTest(unittest.TestCase):
+    def test_family_keys(self):
+        self.assertEqual(profiles.family_key("bf16", 64, False, True, True, 700),
+                         "bf16/d64/packed/c2p+p2c/L1024")
+        self.assertEqual(profiles.family_key("fp16", 32, True, False, True, 3), "fp16/d32/padded/p2c/L64")
+        self.assertEqual(profiles.family_key("fp32", 128, True, False, False, 64),
+                         "fp32/d128/padded/none/L64")
+
+    def test_repository_profile_parses_and_matches(self):
+        found = profiles.load_profiles(REPOSITORY / "config" / "profiles")
+        self.assertTrue(found)
+        h200 = profiles.match_profile(found, "NVIDIA H200", (9, 0), (13, 0))
+        self.assertIsNotNone(h200)
+        entry = h200.entries["bf16/d64/packed/c2p+p2c/L512"]
+        self.assertEqual((entry.windows, entry.mma, entry.min_blocks_per_sm), (1, 1, 4))
+        # Same CUDA major, a newer minor: the profile still applies; another GPU: none.
+        self.assertIs(profiles.match_profile(found, "NVIDIA H200", (9, 0), (13, 2)), h200)
+        self.assertIsNone(profiles.match_profile(found, "NVIDIA H100 80GB HBM3", (9, 0), (13, 0)))
+        self.assertIsNone(profiles.match_profile(found, "NVIDIA H200", (9, 0), (12, 8)))
+
+    def test_minor_version_rule(self):
+        def made(cuda):
+            return profiles.Profile("p", "G", (9, 0), cuda, f"{cuda}")
+        candidates = [made((13, 0)), made((13, 4)), made((13, 6))]
+        self.assertEqual(profiles.match_profile(candidates, "G", (9, 0), (13, 5)).cuda, (13, 4))
+        self.assertEqual(profiles.match_profile(candidates[1:], "G", (9, 0), (13, 1)).cuda,
+                         (13, 4))
+
+    def test_unknown_config_key_is_an_error(self):
+        text = ('format: 1\nname: x\ngpu: G\nsm: "9.0"\ncuda: "13.0"\nentries:\n'
+                '  - family: bf16/d64/packed/c2p+p2c/L64\n'
+                '    config: {windows: computed, min_blocks_per_sm: 4, colour: red}\n')
+        with self.assertRaisesRegex(ValueError, "colour"):
+            profiles.parse_profile(text, "x.yaml")
+
+
+class OptimizeDebertaTest(unittest.TestCase):
+    def setUp(self):
+        deberta.reset_fallback_warnings()
+
+    def test_parameters_and_state_dict_are_unchanged(self):
+        model = make_model()
+        before_keys = list(model.state_dict().keys())
+        before = dict(model.named_parameters())
+        buffers = {n for n, _ in model.named_buffers()}
+        dflash_torch.optimize_deberta(model)
+        self.assertEqual(list(model.state_dict().keys()), before_keys)
+        after = dict(model.named_parameters())
+        self.assertEqual(list(after), list(before))
+        for name, parameter in after.items():
+            self.assertIs(parameter, before[name], name)
+        self.assertEqual({n for n, _ in model.named_buffers()} - buffers,
+                         {"deberta.encoder.dflash_slot_table"})
+        self.assertIsInstance(model.deberta.encoder, deberta.DflashDebertaV2Encoder)
+        dflash_torch.restore_deberta(model)
+        self.assertIs(type(model.deberta.encoder), modeling_deberta_v2.DebertaV2Encoder)
+        self.assertIs(type(model.deberta.encoder.layer[0].attention.self),
+                      modeling_deberta_v2.DisentangledSelfAttention)
+        self.assertEqual({n for n, _ in model.named_buffers()}, buffers)
+
+    def test_rejects_models_without_deberta_v2(self):
+        with self.assertRaises(TypeError):
+            dflash_torch.optimize_deberta(torch.nn.Linear(2, 2))
+        with self.assertRaises(ValueError):
+            dflash_torch.optimize_deberta(make_model(), layout="ragged")
+
+    def test_cpu_falls_back_with_one_warning(self):
+        model = make_model()
+        stock = copy.deepcopy(model)
+        dflash_torch.optimize_deberta(model, layout="packed")
+        ids, mask = batch([7, 3], 9)
+        with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            first = model(input_ids=ids, attention_mask=mask).logits
+            second = model(input_ids=ids, attention_mask=mask).logits
+        messages = [str(w.message) for w in caught if "dflash_torch" in str(w.message)]
+        self.assertEqual(len(messages), 1, messages)
+        self.assertIn("tensors on cpu", messages[0])
+        with torch.no_grad():
+            expected = stock(input_ids=ids, attention_mask=mask).logits
+        self.assertTrue(torch.equal(first, expected))
+        self.assertTrue(torch.equal(second, expected))
+
+    def test_fallback_error_mode_names_the_reason(self):
+        model = dflash_torch.optimize_deberta(make_model(), fallback="error")
+        ids, mask = batch([4], 4)
+        with torch.no_grad(), self.assertRaisesRegex(dflash_torch.FallbackError, "tensors on cpu"):
+            model(input_ids=ids, attention_mask=mask)
+
+    def check_reason(self, model, pattern, grad=False, **kwargs):
+        ids, mask = batch([5, 2], 6)
+        with torch.set_grad_enabled(grad), KernelOnCpu():
+            with self.assertRaisesRegex(dflash_torch.FallbackError, pattern):
+                model(input_ids=ids, attention_mask=mask, **kwargs)
+
+    def test_unsupported_head_dim(self):
+        model = make_model(hidden_size=96, num_attention_heads=2)  # d = 48
+        dflash_torch.optimize_deberta(model, fallback="error")
+        self.check_reason(model, "head dim 48")
+
+    def test_gradients_required(self):
+        model = dflash_torch.optimize_deberta(make_model(), fallback="error")
+        self.check_reason(model, "gradients are required", grad=True)
+
+    def test_output_attentions(self):
+        model = dflash_torch.optimize_deberta(make_model(), fallback="error")
+        self.check_reason(model, "output_attentions", output_attentions=True)
+
+    def test_training_mode_dropout(self):
+        model = dflash_torch.optimize_deberta(make_model(), fallback="error").train()
+        self.check_reason(model, "attention dropout")
+
+    def test_unsupported_dtype(self):
+        model = dflash_torch.optimize_deberta(make_model(), fallback="error").to(torch.float64)
+        self.check_reason(model, "dtype torch.float64")
+
+    def test_fallbacks_warn_and_match_stock(self):
+        """Every fallback in "warn" mode runs transformers' own forward: the same outputs."""
+        cases = [(dict(hidden_size=96, num_attention_heads=2), {}, False, "head dim"),
+                 ({}, {}, True, "gradients"),
+                 ({}, dict(output_attentions=True), False, "output_attentions")]
+        ids, mask = batch([5, 2], 6)
+        for overrides, kwargs, grad, reason in cases:
+            model = make_model(**overrides)
+            stock = copy.deepcopy(model)
+            dflash_torch.optimize_deberta(model)
+            with torch.set_grad_enabled(grad), KernelOnCpu(), \
+                    warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                got = model(input_ids=ids, attention_mask=mask, **kwargs).logits
+                expected = stock(input_ids=ids, attention_mask=mask, **kwargs).logits
+            self.assertTrue(torch.equal(got, expected), reason)
+            self.assertTrue(any(reason in str(w.message) for w in caught), reason)
+
+
+class IntegrationOnCpuTest(unittest.TestCase):
+    """optimize_deberta's kernel path with the reference kernels, against stock transformers."""
+
+    def setUp(self):
+        deberta.reset_fallback_warnings()
+
+    def compare(self, cls=DebertaV2ForSequenceClassification, lengths=(9, 4, 13), length=13,
+                left=False, **overrides):
+        model = make_model(cls, **overrides)
+        ids, mask = batch(list(lengths), length, left=left)
+        with torch.no_grad():
+            expected = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        expected_states = expected.hidden_states[-1]
+        for layout in ("padded", "packed"):
+            dflash_torch.optimize_deberta(model, layout=layout, fallback="error")
+            with torch.no_grad(), KernelOnCpu():
+                got = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+            dflash_torch.restore_deberta(model)
+            keep = mask.bool()
+            # Real positions match; padding positions differ by design (deberta.py docstring).
+            error = relative_l2(got.hidden_states[-1][keep], expected_states[keep])
+            self.assertLess(error, 1e-5, f"{layout} {overrides}")
+            if cls is DebertaV2ForTokenClassification:
+                error = relative_l2(got.logits[keep], expected.logits[keep])
+            elif not left:
+                # With left padding the pooler reads position 0, a padding position.
+                error = relative_l2(got.logits, expected.logits)
+            self.assertLess(error, 1e-5, f"{layout} {overrides}")
+            self.assertEqual(len(got.hidden_states), model.config.num_hidden_layers + 1)
+
+    def test_v3_like_sequence_classification(self):
+        self.compare()
+
+    def test_left_padding(self):
+        self.compare(left=True)
+
+    def test_token_classification(self):
+        self.compare(DebertaV2ForTokenClassification)
+
+    def test_v2_like_with_conv_and_separate_position_projections(self):
+        self.compare(share_att_key=False, conv_kernel_size=3, conv_act="gelu",
+                     norm_rel_ebd="none", position_buckets=-1, max_relative_positions=24)
+
+    def test_c2p_only(self):
+        self.compare(pos_att_type=["c2p"])
+
+    def test_p2c_only(self):
+        self.compare(pos_att_type=["p2c"], share_att_key=False)
+
+    def test_no_position_terms(self):
+        self.compare(relative_attention=False)
+
+    def test_head_dim_64_and_long_sequences(self):
+        # Beyond the band of 16 buckets: saturated deltas.
+        self.compare(hidden_size=128, num_attention_heads=2, lengths=(60, 33), length=60)
+
+    def test_base_model(self):
+        model = make_model(DebertaV2Model)
+        ids, mask = batch([6, 3], 6)
+        with torch.no_grad():
+            expected = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        dflash_torch.optimize_deberta(model, layout="packed", fallback="error")
+        with torch.no_grad(), KernelOnCpu():
+            got = model(input_ids=ids, attention_mask=mask).last_hidden_state
+        keep = mask.bool()
+        self.assertLess(relative_l2(got[keep], expected[keep]), 1e-5)
+        self.assertTrue(torch.equal(got[~keep], torch.zeros_like(got[~keep])))
+
+    def test_lse_of_reference(self):
+        q = torch.randn(5, 64, dtype=torch.float64)
+        cu = torch.tensor([0, 2, 5], dtype=torch.int32)
+        _, lse = reference.attention_packed_reference(q, q, q, None, None, None, -1, cu, 3, 2,
+                                                      0.125, True)
+        scores = (q[2:5, :32] @ q[2:5, :32].t()) * 0.125
+        self.assertTrue(torch.allclose(lse[0, 2:5].double(), torch.logsumexp(scores, -1)))
+
+
+class CompileTest(unittest.TestCase):
+    """torch.compile(fullgraph=True) of a patched model: one graph holding the custom op."""
+
+    def test_fullgraph_compile_runs_the_op(self):
+        torch._dynamo.reset()
+        model = make_model()
+        ids, mask = batch([8, 5], 8)
+        with torch.no_grad():
+            expected = model(input_ids=ids, attention_mask=mask).logits
+        dflash_torch.optimize_deberta(model, fallback="error")
+        seen = []
+
+        def backend(graph_module, example_inputs):
+            seen.extend(str(node.target) for node in graph_module.graph.nodes)
+            from torch._dynamo.backends.common import aot_autograd
+            return aot_autograd(fw_compiler=lambda gm, _: gm)(graph_module, example_inputs)
+
+        with torch.no_grad(), KernelOnCpu():
+            compiled = torch.compile(model, fullgraph=True, backend=backend)
+            got = compiled(input_ids=ids, attention_mask=mask).logits
+        self.assertIn("dflash.attention_padded", " ".join(seen))
+        self.assertLess(relative_l2(got, expected), 1e-5)
+
+    def test_fullgraph_compile_on_meta(self):
+        torch._dynamo.reset()
+        model = dflash_torch.optimize_deberta(make_model(), fallback="error").to("meta")
+        ids = torch.zeros(2, 8, dtype=torch.long, device="meta")
+        mask = torch.ones(2, 8, dtype=torch.long, device="meta")
+        with torch.no_grad():
+            compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+            logits = compiled(input_ids=ids, attention_mask=mask).logits
+        self.assertEqual((logits.shape, logits.device.type), ((2, 3), "meta"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,272 @@
+"""GPU tests of dflash_torch: the ops against the float64 reference, padded against packed, the
+log-sum-exp, no host synchronisation, the caller's stream, CUDA-graph capture, torch.compile, and
+optimize_deberta against stock transformers. Skipped without a CUDA device or the library.
+
+Run on the GPU host: python -m pytest python/tests (bench/torch/run_on_gpu.sh does).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import sys
+import unittest
+import warnings
+from pathlib import Path
+
+import torch
+
+try:  # the installed package (the GPU run tests the wheel), else the source tree
+    import dflash_torch  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import dflash_torch  # noqa: E402
+from dflash_torch import deberta, ops, reference  # noqa: E402
+from dflash_torch.relative_positions import PositionSettings, build_slot_table  # noqa: E402
+
+HAVE_GPU = torch.cuda.is_available() and dflash_torch.kernel_available()
+V3 = PositionSettings(span=256, position_buckets=256, max_relative_positions=512)
+# Relative L2 against float64 on the same rounded inputs (kernels/attention/DESIGN.md, accuracy).
+TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-5, "tf32": 5e-3}
+
+
+def relative_l2(a, b) -> float:
+    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
+
+
+class Problem:
+    """Random inputs of one attention call, v3 positions, packed and padded views of one batch."""
+
+    def __init__(self, lengths, heads, head_dim, dtype, c2p=True, p2c=True, seed=0):
+        generator = torch.Generator(device="cuda").manual_seed(seed)
+        width = heads * head_dim
+        total = sum(lengths)
+        table = build_slot_table(V3)
+        self.positions_id = ops.register_slot_table(table)
+        self.slot_table = torch.tensor(table.table, dtype=torch.int32, device="cuda")
+        qkv = torch.randn(total, 3 * width, device="cuda", generator=generator).to(dtype)
+        self.q, self.k, self.v = qkv[:, :width], qkv[:, width:2 * width], qkv[:, 2 * width:]
+        pos = lambda: torch.randn(2 * V3.span, width, device="cuda", generator=generator).to(dtype)
+        self.pos_key = pos() if c2p else None
+        self.pos_query = pos() if p2c else None
+        self.lengths = lengths
+        self.heads = heads
+        self.scale = 1.0 / (head_dim * (1 + int(c2p) + int(p2c))) ** 0.5
+        self.cu_seqlens = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32,
+                                       device="cuda")
+        longest = max(lengths)
+        self.mask = torch.zeros(len(lengths), longest, dtype=torch.bool, device="cuda")
+        for row, n in enumerate(lengths):
+            self.mask[row, :n] = True
+        index = torch.nonzero(self.mask.flatten()).flatten()
+        self.index = index
+
+        def padded(x):
+            out = torch.zeros(len(lengths) * longest, width, dtype=dtype, device="cuda")
+            out[index] = x
+            return out.view(len(lengths), longest, width)
+
+        self.qp, self.kp, self.vp = padded(self.q), padded(self.k), padded(self.v)
+
+    def packed(self, lse=True):
+        return ops.attention_packed(self.q, self.k, self.v, self.pos_key, self.pos_query,
+                                    self.slot_table, self.positions_id, self.cu_seqlens,
+                                    max(self.lengths), self.heads, self.scale, lse)
+
+    def padded(self, lse=True):
+        return ops.attention_padded(self.qp, self.kp, self.vp, self.pos_key, self.pos_query,
+                                    self.slot_table, self.positions_id, self.mask, self.heads,
+                                    self.scale, lse)
+
+    def reference(self):
+        as64 = lambda x: None if x is None else x.double()
+        return reference.attention_packed_reference(
+            self.q.double(), self.k.double(), self.v.double(), as64(self.pos_key),
+            as64(self.pos_query), self.slot_table, self.positions_id, self.cu_seqlens,
+            max(self.lengths), self.heads, self.scale, True)
+
+
+@unittest.skipUnless(HAVE_GPU, "needs a CUDA device and libdflash_attention")
+class OpsTest(unittest.TestCase):
+    def check(self, lengths, heads, head_dim, dtype, c2p=True, p2c=True, tf32=False):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        try:
+            problem = Problem(lengths, heads, head_dim, dtype, c2p, p2c)
+            expected, expected_lse = problem.reference()
+            out, lse = problem.packed()
+            out_padded, lse_padded = problem.padded()
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = False
+        tolerance = TOLERANCE["tf32" if tf32 else dtype]
+        label = f"{lengths} {heads}x{head_dim} {dtype} c2p={c2p} p2c={p2c} tf32={tf32}"
+        self.assertLess(relative_l2(out, expected), tolerance, label)
+        self.assertLess(relative_l2(lse, expected_lse), tolerance, label)
+        # Padded == packed on the real rows.
+        rows = out_padded.view(-1, out.size(1))[problem.index]
+        self.assertLess(relative_l2(rows, out), tolerance, label)
+        lse_rows = lse_padded.reshape(heads, -1)[:, problem.index]
+        self.assertLess(relative_l2(lse_rows, lse), tolerance, label)
+
+    def test_half_precision_head_dims_and_terms(self):
+        for dtype, head_dim in itertools.product((torch.float16, torch.bfloat16), (32, 64, 128)):
+            for c2p, p2c in ((True, True), (True, False), (False, True), (False, False)):
+                self.check([130, 7, 64, 300], 768 // head_dim, head_dim, dtype, c2p, p2c)
+
+    def test_long_sequences_saturate(self):
+        self.check([1500, 600], 12, 64, torch.bfloat16)
+        self.check([1100], 6, 128, torch.float16)
+
+    def test_float32_strict_and_tf32(self):
+        self.check([200, 33], 12, 64, torch.float32)
+        self.check([200, 33], 12, 64, torch.float32, tf32=True)
+
+    def test_no_lse_requested(self):
+        problem = Problem([40, 9], 12, 64, torch.float16)
+        out, lse = problem.packed(lse=False)
+        self.assertEqual(lse.numel(), 0)
+        self.assertTrue(torch.equal(out, problem.packed()[0]))
+
+    def test_no_host_synchronisation(self):
+        problem = Problem([100, 50, 77], 12, 64, torch.float16)
+        problem.packed()  # first call: library load, profile, cuBLAS handle
+        problem.padded()
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            problem.packed()
+            problem.padded()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    def test_runs_on_the_current_stream(self):
+        problem = Problem([256, 31], 12, 64, torch.bfloat16)
+        expected = problem.packed()[0]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(100_000_000)  # the inputs below exist only late on this stream
+            q, k, v = problem.q.clone(), problem.k.clone(), problem.v.clone()
+            got, _ = ops.attention_packed(q, k, v, problem.pos_key, problem.pos_query,
+                                          problem.slot_table, problem.positions_id,
+                                          problem.cu_seqlens, max(problem.lengths),
+                                          problem.heads, problem.scale, False)
+        torch.cuda.current_stream().wait_stream(side)
+        self.assertTrue(torch.equal(got, expected))
+
+    def test_cuda_graph_capture(self):
+        problem = Problem([120, 64, 9], 12, 64, torch.float16)
+        expected = problem.padded()[0].clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            problem.padded()  # warm-up on the capture stream
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured, _ = problem.padded()
+        problem.qp.mul_(1.0)  # inputs unchanged; replay must reproduce
+        graph.replay()
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(captured, expected))
+
+    def test_unsupported_head_dim_is_refused(self):
+        q = torch.zeros(4, 96, dtype=torch.float16, device="cuda")
+        cu = torch.tensor([0, 4], dtype=torch.int32, device="cuda")
+        with self.assertRaisesRegex(ValueError, "head dim"):
+            ops.attention_packed(q, q, q, None, None, None, -1, cu, 4, 2, 0.1, False)
+
+
+def random_model(shape="v3", dtype=torch.float32, **overrides):
+    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification
+    values = dict(vocab_size=1000, hidden_size=384, num_hidden_layers=3, num_attention_heads=6,
+                  intermediate_size=768, max_position_embeddings=512, relative_attention=True,
+                  position_buckets=256, pos_att_type=["p2c", "c2p"], share_att_key=True,
+                  norm_rel_ebd="layer_norm", position_biased_input=False, type_vocab_size=0,
+                  num_labels=3)
+    if shape == "v2":
+        values.update(position_buckets=-1, max_relative_positions=-1, share_att_key=False,
+                      conv_kernel_size=3, conv_act="gelu", norm_rel_ebd="none")
+    values.update(overrides)
+    torch.manual_seed(0)
+    return DebertaV2ForSequenceClassification(DebertaV2Config(**values)).eval().to("cuda", dtype)
+
+
+def random_batch(lengths, vocab=1000, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    longest = max(lengths)
+    ids = torch.randint(4, vocab, (len(lengths), longest), generator=generator)
+    mask = torch.zeros(len(lengths), longest, dtype=torch.long)
+    for row, n in enumerate(lengths):
+        mask[row, :n] = 1
+    return (ids * mask).cuda(), mask.cuda()
+
+
+@unittest.skipUnless(HAVE_GPU, "needs a CUDA device and libdflash_attention")
+class OptimizeDebertaOnGpuTest(unittest.TestCase):
+    def setUp(self):
+        deberta.reset_fallback_warnings()
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+    def test_float32_parity_padded_and_packed(self):
+        for shape in ("v3", "v2"):
+            model = random_model(shape)
+            ids, mask = random_batch([77, 12, 130, 5])
+            with torch.no_grad():
+                expected = model(input_ids=ids, attention_mask=mask).logits
+                results = {}
+                for layout in ("padded", "packed"):
+                    dflash_torch.optimize_deberta(model, layout=layout, fallback="error")
+                    results[layout] = model(input_ids=ids, attention_mask=mask).logits
+                    dflash_torch.restore_deberta(model)
+            for layout, got in results.items():
+                self.assertLess(relative_l2(got, expected), 1e-4, f"{shape} {layout}")
+            self.assertLess(relative_l2(results["padded"], results["packed"]), 1e-5, shape)
+
+    def test_half_precision_no_worse_than_transformers(self):
+        model = random_model()
+        ids, mask = random_batch([60, 33, 128])
+        with torch.no_grad():
+            reference_logits = model(input_ids=ids, attention_mask=mask).logits
+            for dtype in (torch.float16, torch.bfloat16):
+                half = copy.deepcopy(model).to(dtype)
+                stock = half(input_ids=ids, attention_mask=mask).logits
+                dflash_torch.optimize_deberta(half, fallback="error")
+                ours = half(input_ids=ids, attention_mask=mask).logits
+                stock_error = relative_l2(stock, reference_logits)
+                ours_error = relative_l2(ours, reference_logits)
+                self.assertLessEqual(ours_error, max(1.5 * stock_error, 1e-3), str(dtype))
+
+    def test_compile_and_cuda_graphs_give_the_same_outputs(self):
+        model = random_model(dtype=torch.float16)
+        dflash_torch.optimize_deberta(model, fallback="error")
+        ids, mask = random_batch([64, 64, 40, 17])
+        with torch.no_grad():
+            eager = model(input_ids=ids, attention_mask=mask).logits
+            compiled = torch.compile(model, fullgraph=True)
+            self.assertLess(relative_l2(compiled(input_ids=ids, attention_mask=mask).logits,
+                                        eager), 1e-3)
+            graphed = torch.compile(model, mode="reduce-overhead", fullgraph=True)
+            for _ in range(3):  # warm-up, record, replay
+                got = graphed(input_ids=ids, attention_mask=mask).logits.clone()
+            self.assertLess(relative_l2(got, eager), 1e-3)
+
+    def test_fallbacks_on_gpu(self):
+        model = random_model()
+        stock = copy.deepcopy(model)
+        dflash_torch.optimize_deberta(model)
+        ids, mask = random_batch([20, 9])
+        cases = [("gradients", dict(), True), ("output_attentions", dict(output_attentions=True),
+                                               False)]
+        for reason, kwargs, grad in cases:
+            with torch.set_grad_enabled(grad), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                got = model(input_ids=ids, attention_mask=mask, **kwargs).logits
+                expected = stock(input_ids=ids, attention_mask=mask, **kwargs).logits
+            self.assertTrue(torch.equal(got, expected), reason)
+            self.assertTrue(any(reason in str(w.message) for w in caught), reason)
+
+
+if __name__ == "__main__":
+    unittest.main()
