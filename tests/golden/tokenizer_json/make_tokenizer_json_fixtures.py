@@ -4,15 +4,21 @@ writes them, and the encodings that the `tokenizers` library and transformers gi
 
 Run from the repository root (never at test time), with two environments:
 
-    # reference environment: Python 3.11, transformers==5.17.0 tokenizers==0.23.3
-    #   sentencepiece==0.2.3 protobuf==7.36.2 (no torch needed)
-    # old-transformers environment, used only to write the v3_hf4 directory:
-    python3 -m venv /work/.venv-hf4
-    /work/.venv-hf4/bin/pip install transformers==4.46.3 sentencepiece "protobuf<5"
-    #   (installs tokenizers 0.20.3, sentencepiece 0.2.3, protobuf 4.25.9)
-    HF_HUB_OFFLINE=1 /work/.venv-golden/bin/python \\
-        tests/golden/tokenizer_json/make_tokenizer_json_fixtures.py \\
-        --hf4-python /work/.venv-hf4/bin/python
+    # reference environment, which computes every expected value (no torch needed):
+    python3 -m venv /tmp/venv-ref
+    /tmp/venv-ref/bin/pip install transformers==5.17.0 tokenizers==0.23.3 \
+        sentencepiece==0.2.3 protobuf==7.36.2
+    # old-transformers environment, used only to write the v3_hf4 directory
+    # (tokenizers 0.20.3 comes with it; sentencepiece 0.2.3 would need protobuf 7):
+    python3 -m venv /tmp/venv-hf4
+    /tmp/venv-hf4/bin/pip install transformers==4.46.3 sentencepiece==0.2.0 protobuf==4.25.9
+    HF_HUB_OFFLINE=1 /tmp/venv-ref/bin/python \
+        tests/golden/tokenizer_json/make_tokenizer_json_fixtures.py \
+        --hf4-python /tmp/venv-hf4/bin/python
+    # afterwards, or on the committed files: re-encode every case with tokenizers, print counts
+    /tmp/venv-ref/bin/python tests/golden/tokenizer_json/make_tokenizer_json_fixtures.py --check
+
+It takes a few minutes on two cores (training the two sentencepiece models dominates).
 
 The sentencepiece models are trained here on text from Debian packages (Debian 12): English from
 /usr/share/common-licenses and /usr/share/doc/*/copyright, multilingual text from the translated
@@ -32,17 +38,14 @@ on the directory's tokenizer.json), and whether transformers 5.17 AutoTokenizer 
 """
 
 import argparse
-import base64
-import glob
 import gettext
+import glob
 import gzip
 import json
 import os
 import random
-import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import unicodedata
 
@@ -114,8 +117,16 @@ def multilingual_lines(chars_per_language=40000):
 def train_spm(lines, vocab_size, model_path, **extra):
     import sentencepiece as spm
 
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_prefix=model_path[:-6],
-                                   vocab_size=vocab_size, **SPM_COMMON, **extra)
+    # The trainer records model_prefix in the model; a relative one keeps spm.model byte-identical
+    # whatever the scratch directory is called.
+    here = os.getcwd()
+    os.chdir(os.path.dirname(model_path))
+    try:
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(lines),
+                                       model_prefix=os.path.basename(model_path)[:-6],
+                                       vocab_size=vocab_size, **SPM_COMMON, **extra)
+    finally:
+        os.chdir(here)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,6 +385,13 @@ def make_cases(texts, seed, pairs, truncated_singles, truncated_pairs, no_specia
     def pick():
         return rng.choice(long_texts) if rng.random() < 0.15 else rng.choice(texts)
 
+    fixed_pairs = [("", ""), ("a", ""), ("", "a"), (" ", " "), ("[SEP]", "[CLS]"),
+                   ("Hello world", "\ufeff"), ("\u3000", "x y")]
+    for text, pair in fixed_pairs:
+        cases.append(dict(text=text, pair=pair))
+        for strategy in STRATEGIES:
+            cases.append(dict(text=text, pair=pair,
+                              truncation=dict(strategy=strategy, max_length=3, side="right")))
     for _ in range(pairs):
         cases.append(dict(text=pick(), pair=pick()))
     for i in range(truncated_singles + truncated_pairs):
@@ -501,15 +519,56 @@ def byte_offsets_for(case, expected):
     return result
 
 
+def check_fixture(fixture_dir):
+    """Reads cases.jsonl.gz back and encodes every case again with `tokenizers`; returns counts."""
+    from tokenizers import Tokenizer
+
+    rust = Tokenizer.from_file(os.path.join(fixture_dir, "tokenizer.json"))
+    counts = dict(cases=0, texts=0, pair_cases=0, truncation_cases=0, error_cases=0,
+                  transformers_disagrees=0)
+    texts = set()
+    with gzip.open(os.path.join(fixture_dir, "cases.jsonl.gz"), "rt", encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            record = json.loads(line)
+            assert record["id"] == i, (fixture_dir, i)
+            case = {k: record[k] for k in ("text", "pair", "truncation", "add_special_tokens")
+                    if k in record}
+            expected = encode_tokenizers(rust, case)
+            if "error" in expected:
+                assert record.get("error") == expected["error"], (fixture_dir, i)
+            else:
+                for key in ("input_ids", "token_type_ids", "offsets", "special_tokens_mask"):
+                    assert record[key] == expected[key], (fixture_dir, i, key)
+                in_bytes = record.get("byte_offsets", record["offsets"])
+                assert in_bytes == byte_offsets_for(case, expected), (fixture_dir, i)
+            counts["cases"] += 1
+            texts.add(record["text"])
+            if "pair" in record:
+                counts["pair_cases"] += 1
+                texts.add(record["pair"])
+            counts["truncation_cases"] += "truncation" in record
+            counts["error_cases"] += "error" in record
+            counts["transformers_disagrees"] += not record["transformers_agrees"]
+    counts["texts"] = len(texts)
+    return counts
+
+
 # ---------------------------------------------------------------------------------------------
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=HERE)
-    parser.add_argument("--hf4-python", default="/work/.venv-hf4/bin/python")
+    parser.add_argument("--hf4-python", help="python of the transformers 4.46.3 environment")
     parser.add_argument("--only", nargs="*", help="fixture names to build (default: all)")
     parser.add_argument("--texts", type=int, default=5200)
+    parser.add_argument("--check", action="store_true",
+                        help="only re-encode the committed cases with tokenizers and count them")
     args = parser.parse_args()
+    if args.check:
+        for name in sorted(os.listdir(args.out)):
+            if os.path.isfile(os.path.join(args.out, name, "cases.jsonl.gz")):
+                print(name, json.dumps(check_fixture(os.path.join(args.out, name))))
+        return
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     work = tempfile.mkdtemp(prefix="tokjson-")
@@ -520,27 +579,35 @@ def main():
         v3_spm = os.path.join(work, "v3.model")
         m_spm = os.path.join(work, "mdeberta.model")
         wanted = set(args.only or ["v3_hf5", "v3_hf5_lower_punct", "v3_hf4", "mdeberta"])
+        if "v3_hf4" in wanted and not args.hf4_python:
+            parser.error("v3_hf4 needs --hf4-python")
         if wanted & {"v3_hf5", "v3_hf5_lower_punct", "v3_hf4"}:
             train_spm(english, 6000, v3_spm, character_coverage=0.9995)
         if "mdeberta" in wanted:
             train_spm(multi, 8000, m_spm, character_coverage=0.9995)
+        full = dict(texts=args.texts, pairs=2000, truncated_singles=500, truncated_pairs=1000,
+                    no_specials=100)
+        # The variant shares v3_hf5's vocabulary; fewer cases keep the repository small.
+        small = dict(texts=1500, pairs=400, truncated_singles=200, truncated_pairs=400,
+                     no_specials=50)
         fixtures = [
-            ("v3_hf5", lambda d: save_hf5(v3_spm, d), english),
+            ("v3_hf5", lambda d: save_hf5(v3_spm, d), english, full),
             ("v3_hf5_lower_punct",
-             lambda d: save_hf5(v3_spm, d, do_lower_case=True, split_by_punct=True), english),
-            ("v3_hf4", lambda d: save_hf4(args.hf4_python, v3_spm, d), english),
-            ("mdeberta", lambda d: save_hf5(m_spm, d), multi),
+             lambda d: save_hf5(v3_spm, d, do_lower_case=True, split_by_punct=True), english,
+             small),
+            ("v3_hf4", lambda d: save_hf4(args.hf4_python, v3_spm, d), english, full),
+            ("mdeberta", lambda d: save_hf5(m_spm, d), multi, full),
         ]
         all_stats = {}
-        for index, (name, save, lines) in enumerate(fixtures):
+        for name, save, lines, sizes in fixtures:
             if name not in wanted:
                 continue
             fixture_dir = os.path.join(args.out, name)
             reset_dir(fixture_dir)
             save(fixture_dir)
-            texts = make_texts(lines, args.texts, f"{SEED}-{name}-texts")
-            cases = make_cases(texts, f"{SEED}-{name}-cases", pairs=1500,
-                               truncated_singles=700, truncated_pairs=1500, no_specials=200)
+            sizes = dict(sizes)
+            texts = make_texts(lines, sizes.pop("texts"), f"{SEED}-{name}-texts")
+            cases = make_cases(texts, f"{SEED}-{name}-cases", **sizes)
             stats, examples = write_cases(fixture_dir, cases)
             all_stats[name] = stats
             print(name, json.dumps(stats))
