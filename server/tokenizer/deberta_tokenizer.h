@@ -1,5 +1,6 @@
 // DeBERTa-v2/v3 tokenizer: spm.model + the tokenizer files of a checkpoint directory -> model
-// input ids.
+// input ids. Serves a checkpoint without tokenizer.json, or one configured with `tokenizer:
+// sentencepiece` (tokenizer_loader.h); tokenizer_json/json_tokenizer.h reads tokenizer.json.
 //
 // Semantics: sentencepiece / transformers-4, as docs/deberta.md#tokenizer recommends, because that
 // is what the models were pretrained and fine-tuned with:

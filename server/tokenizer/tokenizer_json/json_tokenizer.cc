@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/logging.h"
 #include "engine/common/read_file.h"
@@ -44,8 +45,10 @@ absl::StatusOr<std::unique_ptr<JsonTokenizer>> JsonTokenizer::Load(
   absl::StatusOr<std::unique_ptr<JsonTokenizer>> tokenizer =
       FromJson(text, std::move(config), options, limits);
   if (!tokenizer.ok()) {
-    return absl::Status(tokenizer.status().code(),
-                        absl::StrCat(model_dir.string(), "/", tokenizer.status().message()));
+    // Errors about the file say "tokenizer.json: <path>: ..."; give the whole file path.
+    const absl::string_view message = tokenizer.status().message();
+    if (!absl::StartsWith(message, "tokenizer.json")) return tokenizer.status();
+    return absl::Status(tokenizer.status().code(), absl::StrCat(model_dir.string(), "/", message));
   }
   Log().info("tokenizer {}: tokenizer.json, {} pieces, vocabulary {}, [MASK]={}",
              model_dir.string(), (*tokenizer)->model_->piece_count(), (*tokenizer)->vocab_size_,
