@@ -23,7 +23,8 @@ struct TokenizerOptions {
   // Longest text accepted, in UTF-8 bytes, checked before any other work; at most 1 GiB. 1 MiB
   // is far beyond DeBERTa's 512-token window (2-3 KB of English) yet bounds the cost of one
   // text: about 0.1 s of one core for prose and 0.6 s for the worst case measured (1 MiB of
-  // punctuation with split_by_punct, 2M tokens) on a 2-core x86-64 machine.
+  // punctuation with split_by_punct, 2M tokens) on a 2-core x86-64 machine with spm.model; with
+  // tokenizer.json about 1 s for prose and 3 s for that worst case.
   size_t max_input_bytes = size_t{1} << 20;
 };
 
