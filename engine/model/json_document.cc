@@ -11,9 +11,66 @@
 namespace dflash {
 namespace {
 
-// Thrown by the parser callback to stop at the first structural problem; caught in this file.
-struct StructureError {
-  std::string message;
+// Rejects nesting deeper than a bound and duplicate object keys (which nlohmann::json would
+// otherwise resolve silently by keeping the last), stopping at the first problem. Syntax errors
+// stop it too; the building pass then reports them.
+class StructureChecker : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit StructureChecker(int max_depth) : max_depth_(max_depth) {}
+  const std::string& error() const { return error_; }
+
+  bool null() override { return true; }
+  bool boolean(bool /*value*/) override { return true; }
+  bool number_integer(number_integer_t /*value*/) override { return true; }
+  bool number_unsigned(number_unsigned_t /*value*/) override { return true; }
+  bool number_float(number_float_t /*value*/, const string_t& /*text*/) override { return true; }
+  bool string(string_t& /*value*/) override { return true; }
+  bool binary(binary_t& /*value*/) override { return true; }
+  bool start_object(std::size_t /*elements*/) override {
+    if (!Enter()) return false;
+    keys_.emplace_back();
+    is_object_.push_back(true);
+    return true;
+  }
+  bool key(string_t& key) override {
+    if (!keys_.empty() && !keys_.back().insert(key).second) {
+      error_ = absl::StrCat("duplicate key \"", key, "\"");
+      return false;
+    }
+    return true;
+  }
+  bool end_object() override { return Leave(); }
+  bool start_array(std::size_t /*elements*/) override {
+    if (!Enter()) return false;
+    is_object_.push_back(false);
+    return true;
+  }
+  bool end_array() override { return Leave(); }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& /*error*/) override {
+    return false;
+  }
+
+ private:
+  bool Enter() {
+    if (static_cast<int>(is_object_.size()) >= max_depth_) {
+      error_ = absl::StrCat("nesting deeper than ", max_depth_, " levels");
+      return false;
+    }
+    return true;
+  }
+  bool Leave() {
+    if (!is_object_.empty()) {
+      if (is_object_.back()) keys_.pop_back();
+      is_object_.pop_back();
+    }
+    return true;
+  }
+
+  int max_depth_;
+  std::vector<std::set<std::string>> keys_;  // One key set per open object.
+  std::vector<bool> is_object_;              // Per open container.
+  std::string error_;
 };
 
 std::pair<int, int> LineAndColumn(absl::string_view text, size_t byte) {
@@ -35,45 +92,19 @@ std::pair<int, int> LineAndColumn(absl::string_view text, size_t byte) {
 
 absl::StatusOr<nlohmann::json> ParseJsonDocument(absl::string_view text, absl::string_view source,
                                                  int max_depth) {
-  // One key set per open object (nullptr for arrays), to reject duplicate keys, which
-  // nlohmann::json would otherwise resolve silently by keeping the last.
-  std::vector<std::set<std::string>> open_objects;
-  std::vector<bool> is_object;
-  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event,
-                      nlohmann::json& parsed) -> bool {
-    using Event = nlohmann::json::parse_event_t;
-    switch (event) {
-      case Event::object_start:
-      case Event::array_start:
-        if (static_cast<int>(is_object.size()) >= max_depth) {
-          throw StructureError{absl::StrCat("nesting deeper than ", max_depth, " levels")};
-        }
-        is_object.push_back(event == Event::object_start);
-        if (event == Event::object_start) open_objects.emplace_back();
-        break;
-      case Event::object_end:
-      case Event::array_end:
-        if (!is_object.empty()) {
-          if (is_object.back()) open_objects.pop_back();
-          is_object.pop_back();
-        }
-        break;
-      case Event::key:
-        if (!open_objects.empty() && parsed.is_string() &&
-            !open_objects.back().insert(parsed.get<std::string>()).second) {
-          throw StructureError{absl::StrCat("duplicate key \"", parsed.get<std::string>(), "\"")};
-        }
-        break;
-      case Event::value:
-        break;
-    }
-    return true;
-  };
+  // The structure is checked in a first pass without building anything; the second pass builds
+  // the document with nlohmann's plain parser. (Its callback parser scans the enclosing container
+  // at the end of every object, which is quadratic for a long array of objects.)
+  StructureChecker checker(max_depth);
+  nlohmann::json::sax_parse(text.begin(), text.end(), &checker,
+                            nlohmann::json::input_format_t::json, /*strict=*/true,
+                            /*ignore_comments=*/false);
+  if (!checker.error().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", checker.error()));
+  }
   try {
-    return nlohmann::json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true,
-                                 /*ignore_comments=*/false);
-  } catch (const StructureError& error) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": invalid JSON: ", error.message));
+    return nlohmann::json::parse(text.begin(), text.end(), /*cb=*/nullptr,
+                                 /*allow_exceptions=*/true, /*ignore_comments=*/false);
   } catch (const nlohmann::json::parse_error& error) {
     const auto [line, column] = LineAndColumn(text, error.byte > 0 ? error.byte - 1 : 0);
     std::string what = error.what();

@@ -21,7 +21,7 @@
 #include "engine/model/checkpoint.h"
 #include "engine/model/json_document.h"
 #include "server/scoring/label_scores.h"
-#include "server/tokenizer/deberta_tokenizer.h"
+#include "server/tokenizer/tokenizer_loader.h"
 
 ABSL_FLAG(std::string, model, "",
           "Checkpoint directory: config.json, model.safetensors, spm.model.");
@@ -84,7 +84,7 @@ absl::StatusOr<std::vector<Input>> ReadInputs() {
   return inputs;
 }
 
-absl::StatusOr<TruncationOptions> Truncation(const DebertaTokenizer& tokenizer,
+absl::StatusOr<TruncationOptions> Truncation(const Tokenizer& tokenizer,
                                              const ModelConfig& config) {
   TruncationOptions options = tokenizer.DefaultTruncation();
   DFLASH_ASSIGN_OR_RETURN(options.strategy,
@@ -131,8 +131,7 @@ absl::Status Run() {
   const std::string model_dir = absl::GetFlag(FLAGS_model);
   if (model_dir.empty()) return absl::InvalidArgumentError("--model is required");
   DFLASH_ASSIGN_OR_RETURN(std::vector<Input> inputs, ReadInputs());
-  DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<DebertaTokenizer> tokenizer,
-                          DebertaTokenizer::Load(model_dir));
+  DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(model_dir));
   DFLASH_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadCheckpoint(model_dir));
   const EmbeddingConfig embedding = checkpoint.embedding;
   DFLASH_ASSIGN_OR_RETURN(

@@ -45,10 +45,10 @@ constexpr absl::string_view kTlsKeys[] = {"cert_file", "key_file", "client_ca_fi
 constexpr absl::string_view kAuthKeys[] = {"api_keys_file", "api_keys", "header"};
 constexpr absl::string_view kLoggingKeys[] = {"level", "log_request_content"};
 constexpr absl::string_view kModelKeys[] = {
-    "name",     "path",        "task",           "backend",
-    "dtype",    "devices",     "cpu_threads",    "max_input_length",
-    "truncate", "tuning_mode", "tuning_profile", "priority_cap",
-    "batching", "limits"};
+    "name",      "path",        "task",           "backend",
+    "dtype",     "devices",     "cpu_threads",    "max_input_length",
+    "truncate",  "tuning_mode", "tuning_profile", "priority_cap",
+    "tokenizer", "batching",    "limits"};
 constexpr absl::string_view kBatchingKeys[] = {"max_batch_tokens",     "max_batch_sequences",
                                                "max_queue_delay",      "max_queued_requests",
                                                "max_queued_sequences", "max_queued_tokens"};
@@ -217,6 +217,7 @@ class ConfigReader {
       model.tuning_profile = Resolve(model.tuning_profile, ChildPath(map.path(), "tuning_profile"));
     }
     DFLASH_ASSIGN_OR_RETURN(model.priority_cap, map.String("priority_cap", model.priority_cap));
+    DFLASH_ASSIGN_OR_RETURN(model.tokenizer, map.String("tokenizer", model.tokenizer));
 
     DFLASH_ASSIGN_OR_RETURN(const YamlMap batching, map.Map("batching", kBatchingKeys));
     BatchingConfig& b = model.batching;

@@ -97,6 +97,9 @@ struct ModelEntry {
   TuningMode tuning_mode = TuningMode::kProfile;
   std::string tuning_profile = "auto";  // "auto", "none" or a file path (absolute once loaded).
   std::string priority_cap = "high";    // low|normal|high: the highest priority a request gets.
+  // auto|tokenizer_json|sentencepiece: the tokenizer file; auto takes tokenizer.json when the
+  // directory has one, else spm.model (transformers 5.17 AutoTokenizer's choice).
+  std::string tokenizer = "auto";
   BatchingConfig batching;
   RequestLimitsConfig limits;
 };

@@ -63,7 +63,8 @@ std::string DescribeModel(const ModelEntry& model) {
                                               : absl::StrCat(model.max_input_length, " tokens"),
                   ", over-long inputs ", model.truncate ? "truncated" : "rejected",
                   " by default, tuning ", TuningModeName(model.tuning_mode), " (profile ",
-                  model.tuning_profile, ")", ", priority cap ", model.priority_cap, "\n");
+                  model.tuning_profile, ")", ", priority cap ", model.priority_cap, ", tokenizer ",
+                  model.tokenizer, "\n");
   const BatchingConfig& b = model.batching;
   absl::StrAppend(&text, "    batching: ", b.max_batch_tokens, " tokens / ", b.max_batch_sequences,
                   " sequences per batch, queue delay ", absl::FormatDuration(b.max_queue_delay),

@@ -17,6 +17,7 @@ namespace {
 
 constexpr absl::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 constexpr absl::string_view kPriorities[] = {"low", "normal", "high"};
+constexpr absl::string_view kTokenizers[] = {"auto", "tokenizer_json", "sentencepiece"};
 
 struct ListenAddress {
   std::string host;
@@ -187,6 +188,8 @@ absl::Status CheckModel(const ModelEntry& model, const std::string& path,
   }
   DFLASH_RETURN_IF_ERROR(
       CheckOneOf(locations, ChildPath(path, "priority_cap"), model.priority_cap, kPriorities));
+  DFLASH_RETURN_IF_ERROR(
+      CheckOneOf(locations, ChildPath(path, "tokenizer"), model.tokenizer, kTokenizers));
 
   for (size_t i = 0; i < model.devices.size(); ++i) {
     const std::string device_path = ElementPath(ChildPath(path, "devices"), i);

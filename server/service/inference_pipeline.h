@@ -19,7 +19,7 @@
 #include "server/service/request_options.h"
 #include "server/service/service_metrics.h"
 #include "server/service/worker_pool.h"
-#include "server/tokenizer/deberta_tokenizer.h"
+#include "server/tokenizer/tokenizer.h"
 
 namespace dflash::serving {
 

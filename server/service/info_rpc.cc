@@ -74,6 +74,7 @@ void FillModelInfo(ServedModel& model, v1::ModelInfo* info) {
   info->set_backend(engine.backend == "cuda" ? v1::BACKEND_CUDA : v1::BACKEND_CPU);
   info->set_device(engine.device);
   info->set_tuning_profile(engine.tuning);
+  info->set_tokenizer(std::string(TokenizerSourceName(model.tokenizer().source())));
   const BatchingConfig& batching = model.entry().batching;
   v1::BatchingInfo* batching_info = info->mutable_batching();
   batching_info->set_max_batch_tokens(static_cast<uint32_t>(batching.max_batch_tokens));

@@ -6,6 +6,7 @@
 #include "engine/common/logging.h"
 #include "engine/common/status_macros.h"
 #include "server/service/engine_factory.h"
+#include "server/tokenizer/tokenizer_loader.h"
 
 namespace dflash::serving {
 namespace {
@@ -32,8 +33,13 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(
   if (entry.limits.max_text_bytes > 0) {
     tokenizer_options.max_input_bytes = static_cast<size_t>(entry.limits.max_text_bytes);
   }
-  DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<DebertaTokenizer> tokenizer,
-                          DebertaTokenizer::Load(entry.path, tokenizer_options));
+  DFLASH_ASSIGN_OR_RETURN(const TokenizerChoice choice, ParseTokenizerChoice(entry.tokenizer));
+  DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                          LoadTokenizer(entry.path, choice, tokenizer_options));
+  Log().info("model '{}': tokenizer from {} ({})", entry.name,
+             TokenizerSourceName(tokenizer->source()),
+             entry.tokenizer == "auto" ? "auto: tokenizer.json when present, else spm.model"
+                                       : "configured");
   DFLASH_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadCheckpoint(entry.path));
   ModelConfig config = checkpoint.config;
   EmbeddingConfig embedding = checkpoint.embedding;
@@ -45,7 +51,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(
 
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(
     const ModelEntry& entry, ModelConfig config, EmbeddingConfig embedding,
-    std::unique_ptr<DebertaTokenizer> tokenizer, std::vector<std::unique_ptr<Engine>> engines,
+    std::unique_ptr<Tokenizer> tokenizer, std::vector<std::unique_ptr<Engine>> engines,
     std::shared_ptr<BatchObserver> observer) {
   std::unique_ptr<ServedModel> model(new ServedModel());
   model->entry_ = entry;

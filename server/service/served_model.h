@@ -14,7 +14,7 @@
 #include "server/config/server_config.h"
 #include "server/scoring/label_scores.h"
 #include "server/service/model_capabilities.h"
-#include "server/tokenizer/deberta_tokenizer.h"
+#include "server/tokenizer/tokenizer.h"
 
 namespace dflash::serving {
 
@@ -28,14 +28,14 @@ class ServedModel {
   // For tests: a model served by the given engines (all for `config`), with `tokenizer`.
   static absl::StatusOr<std::unique_ptr<ServedModel>> Create(
       const ModelEntry& entry, ModelConfig config, EmbeddingConfig embedding,
-      std::unique_ptr<DebertaTokenizer> tokenizer, std::vector<std::unique_ptr<Engine>> engines,
+      std::unique_ptr<Tokenizer> tokenizer, std::vector<std::unique_ptr<Engine>> engines,
       std::shared_ptr<BatchObserver> observer);
 
   const std::string& id() const { return entry_.name; }
   const ModelEntry& entry() const { return entry_; }
   const ModelConfig& config() const { return config_; }
   const EmbeddingConfig& embedding() const { return embedding_; }
-  const DebertaTokenizer& tokenizer() const { return *tokenizer_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ModelCapabilities& capabilities() const { return capabilities_; }
   ScoreFunction default_score_function() const { return default_score_function_; }
   // Longest input in tokens, specials included.
@@ -52,7 +52,7 @@ class ServedModel {
   ModelEntry entry_;
   ModelConfig config_;
   EmbeddingConfig embedding_;
-  std::unique_ptr<DebertaTokenizer> tokenizer_;
+  std::unique_ptr<Tokenizer> tokenizer_;
   ModelCapabilities capabilities_;
   ScoreFunction default_score_function_ = ScoreFunction::kSoftmax;
   int max_input_length_ = 512;

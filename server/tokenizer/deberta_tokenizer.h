@@ -1,5 +1,6 @@
 // DeBERTa-v2/v3 tokenizer: spm.model + the tokenizer files of a checkpoint directory -> model
-// input ids.
+// input ids. Serves a checkpoint without tokenizer.json, or one configured with `tokenizer:
+// sentencepiece` (tokenizer_loader.h); tokenizer_json/json_tokenizer.h reads tokenizer.json.
 //
 // Semantics: sentencepiece / transformers-4, as docs/deberta.md#tokenizer recommends, because that
 // is what the models were pretrained and fine-tuned with:
@@ -29,6 +30,9 @@
 // offsets follow sentencepiece's alignment (the space before a word belongs to its token), not
 // transformers' offset_mapping.
 //
+// Token offsets (ByteSpan) follow sentencepiece's alignment: the whitespace before a word belongs
+// to that word's token; a standalone "▁" is empty.
+//
 // Thread safety: a loaded DebertaTokenizer is immutable; every const method may run concurrently.
 #pragma once
 
@@ -44,54 +48,13 @@
 #include "absl/strings/string_view.h"
 #include "server/tokenizer/pretokenizer.h"
 #include "server/tokenizer/sentencepiece_model.h"
+#include "server/tokenizer/tokenizer.h"
 #include "server/tokenizer/tokenizer_config.h"
 #include "server/tokenizer/truncation.h"
 
 namespace dflash {
 
-struct TokenizerOptions {
-  // Longest text accepted, in UTF-8 bytes, checked before any other work; at most 1 GiB. 1 MiB
-  // is far beyond DeBERTa's 512-token window (2-3 KB of English) yet bounds the cost of one
-  // text: about 0.1 s of one core for prose and 0.6 s for the worst case measured (1 MiB of
-  // punctuation with split_by_punct, 2M tokens) on a 2-core x86-64 machine.
-  size_t max_input_bytes = size_t{1} << 20;
-};
-
-// Where a token of an Encoding comes from.
-enum class TokenSource : uint8_t {
-  kTemplate,  // [CLS] or [SEP] added by the template.
-  kFirst,     // Text A (including added tokens written in A).
-  kSecond,    // Text B.
-};
-
-// A byte range [begin, end) of the input text a token came from. Sentencepiece attaches the
-// whitespace before a word to that word's token; a standalone "▁" and template tokens are empty.
-struct ByteSpan {
-  uint32_t begin = 0;
-  uint32_t end = 0;
-  friend bool operator==(const ByteSpan&, const ByteSpan&) = default;
-};
-
-// The content tokens of one text, without [CLS]/[SEP]: the unit that Assemble combines. A rerank
-// query can be tokenized once and paired with many passages.
-struct TextTokens {
-  std::vector<int32_t> ids;
-  std::vector<ByteSpan> offsets;  // Into the text, one per id.
-};
-
-struct Encoding {
-  std::vector<int32_t> ids;
-  std::vector<int32_t> token_type_ids;       // 0 for [CLS] A [SEP], 1 for B [SEP].
-  std::vector<uint8_t> special_tokens_mask;  // 1 for template tokens only, as in transformers.
-  std::vector<TokenSource> sources;
-  std::vector<ByteSpan> offsets;  // Into the text the token came from.
-  // Content tokens of A and B before truncation, and whether truncation removed any.
-  size_t first_tokens_before_truncation = 0;
-  size_t second_tokens_before_truncation = 0;
-  bool truncated = false;
-};
-
-class DebertaTokenizer {
+class DebertaTokenizer : public Tokenizer {
  public:
   // Loads spm.model and the optional tokenizer files (tokenizer_config.h) from `model_dir`. Ids:
   // a token the files give an id keeps it; otherwise a token that is a sentencepiece piece takes
@@ -104,29 +67,30 @@ class DebertaTokenizer {
   // Tokenizes one text (or a pair) into model input. INVALID_ARGUMENT for invalid UTF-8, a text
   // longer than max_input_bytes, or truncation options that cannot be met.
   absl::StatusOr<Encoding> Encode(absl::string_view text, std::optional<absl::string_view> pair,
-                                  const TruncationOptions& truncation) const;
+                                  const TruncationOptions& truncation) const override;
 
   // Steps 1-4 for one text: its content tokens, offsets into `text`.
-  absl::StatusOr<TextTokens> EncodeText(absl::string_view text) const;
+  absl::StatusOr<TextTokens> EncodeText(absl::string_view text) const override;
   // Step 5: the template and truncation around one or two tokenized texts (`second` may be null).
   absl::StatusOr<Encoding> Assemble(const TextTokens& first, const TextTokens* second,
-                                    const TruncationOptions& truncation) const;
+                                    const TruncationOptions& truncation) const override;
 
   // Longest-first truncation to model_max_length on the configured side when the checkpoint sets
   // a length limit; no truncation otherwise.
-  TruncationOptions DefaultTruncation() const;
+  TruncationOptions DefaultTruncation() const override;
 
-  int32_t cls_id() const { return cls_id_; }
-  int32_t sep_id() const { return sep_id_; }
-  int32_t pad_id() const { return pad_id_; }
-  int32_t unk_id() const { return unk_id_; }
-  int32_t mask_id() const { return mask_id_; }
+  int32_t cls_id() const override { return cls_id_; }
+  int32_t sep_id() const override { return sep_id_; }
+  int32_t pad_id() const override { return pad_id_; }
+  int32_t unk_id() const override { return unk_id_; }
+  int32_t mask_id() const override { return mask_id_; }
   // Sentencepiece pieces plus added tokens: one more than the largest id this tokenizer emits.
-  int32_t vocab_size() const { return vocab_size_; }
+  int32_t vocab_size() const override { return vocab_size_; }
   int32_t piece_count() const { return model_->piece_count(); }
-  const TokenizerConfig& config() const { return config_; }
+  const TokenizerConfig& config() const override { return config_; }
   // The piece or added token of `id`; empty for an id outside the vocabulary.
-  absl::string_view TokenText(int32_t id) const;
+  absl::string_view TokenText(int32_t id) const override;
+  TokenizerSource source() const override { return TokenizerSource::kSentencePiece; }
 
  private:
   DebertaTokenizer() = default;

@@ -40,9 +40,15 @@ absl::StatusOr<TruncationSide> ParseTruncationSide(absl::string_view name) {
 
 absl::StatusOr<KeptLengths> ComputeTruncation(size_t first, std::optional<size_t> second,
                                               const TruncationOptions& options) {
+  return ComputeTruncation(first, second, options, second.has_value() ? 3 : 2);
+}
+
+absl::StatusOr<KeptLengths> ComputeTruncation(size_t first, std::optional<size_t> second,
+                                              const TruncationOptions& options,
+                                              int64_t special_tokens) {
   KeptLengths kept{first, second.value_or(0)};
   if (options.strategy == TruncationStrategy::kDoNotTruncate) return kept;
-  const int64_t specials = second.has_value() ? 3 : 2;
+  const int64_t specials = special_tokens;
   if (options.max_length < specials) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_length ", options.max_length, " is smaller than the ", specials,
@@ -84,9 +90,8 @@ absl::StatusOr<KeptLengths> ComputeTruncation(size_t first, std::optional<size_t
             "truncation ", TruncationStrategyName(options.strategy), " cannot reach max_length ",
             options.max_length, ": the ", cut_first ? "second" : "first", " text alone has ", other,
             " tokens, which leaves no room for the ", cut_first ? "first" : "second", " (budget ",
-            budget,
-            " tokens besides the 3 special tokens); use longest_first or a "
-            "larger max_length"));
+            budget, " tokens besides the ", specials,
+            " special tokens); use longest_first or a larger max_length"));
       }
       (cut_first ? kept.first : kept.second) = budget - other;
       return kept;

@@ -60,5 +60,9 @@ struct KeptLengths {
 // - b = 0 empties both sequences whatever the strategy, as tokenizers does.
 absl::StatusOr<KeptLengths> ComputeTruncation(size_t first, std::optional<size_t> second,
                                               const TruncationOptions& options);
+// The same for a template that adds `special_tokens` ids (the budget is max_length minus them).
+absl::StatusOr<KeptLengths> ComputeTruncation(size_t first, std::optional<size_t> second,
+                                              const TruncationOptions& options,
+                                              int64_t special_tokens);
 
 }  // namespace dflash

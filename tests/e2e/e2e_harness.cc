@@ -237,8 +237,9 @@ serving::ModelLoader GatedLoader(std::map<std::string, std::shared_ptr<EngineCon
     if (entry.limits.max_text_bytes > 0) {
       options.max_input_bytes = static_cast<size_t>(entry.limits.max_text_bytes);
     }
-    DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<DebertaTokenizer> tokenizer,
-                            DebertaTokenizer::Load(entry.path, options));
+    DFLASH_ASSIGN_OR_RETURN(const TokenizerChoice choice, ParseTokenizerChoice(entry.tokenizer));
+    DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                            LoadTokenizer(entry.path, choice, options));
     DFLASH_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadCheckpoint(entry.path));
     ModelConfig config = checkpoint.config;
     const EmbeddingConfig embedding = checkpoint.embedding;
@@ -480,9 +481,10 @@ std::unique_ptr<AsyncClassify> StartClassify(v1::InferenceService::Stub& stub,
 
 // ---------------------------------------------------------------------------------------------
 
-absl::StatusOr<std::unique_ptr<Reference>> Reference::Load(const fs::path& directory) {
+absl::StatusOr<std::unique_ptr<Reference>> Reference::Load(const fs::path& directory,
+                                                           TokenizerChoice tokenizer) {
   auto reference = std::make_unique<Reference>();
-  DFLASH_ASSIGN_OR_RETURN(reference->tokenizer_, DebertaTokenizer::Load(directory));
+  DFLASH_ASSIGN_OR_RETURN(reference->tokenizer_, LoadTokenizer(directory, tokenizer));
   DFLASH_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadCheckpoint(directory));
   reference->pooling_ = checkpoint.embedding.pooling;
   DFLASH_ASSIGN_OR_RETURN(reference->engine_,

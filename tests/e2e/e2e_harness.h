@@ -32,7 +32,7 @@
 #include "gtest/gtest.h"
 #include "server/config/server_config.h"
 #include "server/service/serving_runtime.h"
-#include "server/tokenizer/deberta_tokenizer.h"
+#include "server/tokenizer/tokenizer_loader.h"
 #include "tests/engine/tiny_checkpoint.h"
 
 namespace dflash::e2e {
@@ -260,9 +260,10 @@ std::unique_ptr<AsyncClassify> StartClassify(v1::InferenceService::Stub& stub,
 
 class Reference {
  public:
-  static absl::StatusOr<std::unique_ptr<Reference>> Load(const std::filesystem::path& directory);
+  static absl::StatusOr<std::unique_ptr<Reference>> Load(
+      const std::filesystem::path& directory, TokenizerChoice tokenizer = TokenizerChoice::kAuto);
 
-  const DebertaTokenizer& tokenizer() const { return *tokenizer_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
   const ModelConfig& config() const { return engine_->config(); }
   PoolingMode pooling() const { return pooling_; }
 
@@ -275,7 +276,7 @@ class Reference {
   std::vector<float> Embedding(const Encoding& encoding) const;
 
  private:
-  std::unique_ptr<DebertaTokenizer> tokenizer_;
+  std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<CpuEngine> engine_;
   PoolingMode pooling_ = PoolingMode::kMean;
   mutable std::mutex engine_mutex_;  // The engine is not thread-safe.

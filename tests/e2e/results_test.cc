@@ -462,8 +462,8 @@ TEST_F(ResultsTest, EmbedEqualsEngine) {
 
 // The ids, pieces, offsets, segments, special flags and type ids of `encoding` (the tokenizer
 // called directly), without special tokens when `specials` is false.
-void ExpectTokens(const v1::Encoding& actual, const Encoding& expected,
-                  const DebertaTokenizer& tokenizer, bool specials) {
+void ExpectTokens(const v1::Encoding& actual, const Encoding& expected, const Tokenizer& tokenizer,
+                  bool specials) {
   int k = 0;
   for (size_t t = 0; t < expected.ids.size(); ++t) {
     const bool special = expected.sources[t] == TokenSource::kTemplate;
@@ -499,7 +499,7 @@ TEST_F(ResultsTest, TokenizeEqualsTokenizer) {
                                      {"A [SEP] in the text, and [MASK] too", ""},
                                      {TextPool()[5], std::nullopt},
                                      {"", ""}};
-  const DebertaTokenizer& tokenizer = demo().tokenizer();
+  const Tokenizer& tokenizer = demo().tokenizer();
   struct Variant {
     std::optional<bool> add_special_tokens;
     std::optional<bool> truncate;

@@ -120,8 +120,7 @@ class StatusTest : public ::testing::Test {
   // The model input ids of a single text, as the server computes them.
   static std::vector<int32_t> IdsOf(const std::string& text) {
     if (tokenizer_ == nullptr) {
-      absl::StatusOr<std::unique_ptr<DebertaTokenizer>> tokenizer =
-          DebertaTokenizer::Load(DemoModelDir());
+      absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(DemoModelDir());
       EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
       if (!tokenizer.ok()) return {};
       tokenizer_ = std::move(*tokenizer).release();
@@ -185,7 +184,7 @@ class StatusTest : public ::testing::Test {
   static inline TinyModels* models_ = nullptr;
   static inline TestServer* server_ = nullptr;
   static inline std::shared_ptr<EngineControl>* control_ = nullptr;
-  static inline DebertaTokenizer* tokenizer_ = nullptr;
+  static inline Tokenizer* tokenizer_ = nullptr;
 };
 
 #define EXPECT_FAILURE(failure, status_code, substring)                                         \

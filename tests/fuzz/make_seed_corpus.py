@@ -367,9 +367,116 @@ def torch_seeds():
         ("version", b"3\n")]))
 
 
+# A precompiled_charsmap small enough for a seed: what sentencepiece's trainer compiles from the
+# normalization rules FF21 -> 41, FB01 -> 66 69, 3000 -> 20, 2126 -> 3A9, 212B -> C5.
+SMALL_CHARSMAP = (
+    "AAQAAACAAwCEjAIA4hwCAOMQAgCmBQAACgAAgAcAAICAPAIAgAkAAKs9AAAAAACArBgCAIEFAAAEAACAoXkAAO+g"
+    "AgACAACAEAAAABMAAAASAAAAFQAAABQAAAAXAAAAFgAAABkAAAAYAAAAGwAAALzQAgAdAAAAHAAAAB8AAAAeAAAA"
+    "IQAAACAAAAAjAAAAIgAAACUAAAAkAAAAJwAAACYAAAApAAAAKAAAACsAAAAqAAAALQAAACwAAAAvAAAALgAAADEA"
+    "AAAwAAAAMwAAADIAAAA1AAAANAAAADcAAAA2AAAAOQAAADgAAAA7AAAAOgAAAD0AAAA8AAAAPwAAAD4AAABBAAAA"
+    "QAAAAEMAAABCAAAARQAAAEQAAABHAAAARgAAAEkAAABIAAAASwAAAEoAAABNAAAATAAAAE8AAABOAAAAUQAAAFAA"
+    "AABTAAAAUgAAAFUAAABUAAAAVwAAAFYAAABZAAAAWAAAAFsAAABaAAAAXQAAAFwAAABfAAAAXgAAAGEAAABgAAAA"
+    "YwAAAGIAAABlAAAAZAAAAGcAAABmAAAAaQAAAGgAAABrAAAAagAAAG0AAABsAAAAbwAAAG4AAABxAAAAcAAAAHMA"
+    "AAByAAAAdQAAAHQAAAB3AAAAdgAAAHkAAAB4AAAAewAAAHoAAAB9AAAAfAAAAH8AAAB+AAAAgQAAAIAAAACDAAAA"
+    "ggAAAIUAAACEAAAAhwAAAIYAAACJAAAAiAAAAIsAAACKAAAAjQAAAIwAAACPAAAAjgAAAJEAAACQAAAAkwAAAJIA"
+    "AACVAAAAlAAAAJcAAACWAAAAmQAAAJgAAACbAAAAmgAAAJ0AAACcAAAAnwAAAJ4AAAChAAAAoAAAAKMAAACiAAAA"
+    "pQAAAKQAAACnAAAApgAAAKkAAACoAAAAqwAAAKoAAACtAAAArAAAAK8AAACuAAAAsQAAALAAAACzAAAAsgAAALUA"
+    "AAC0AAAAtwAAALYAAAC5AAAAuAAAALsAAAC6AAAAvQAAALwAAAC/AAAAvgAAAMEAAADAAAAAwwAAAMIAAADFAAAA"
+    "xAAAAMcAAADGAAAAyQAAAMgAAADLAAAAygAAAM0AAADMAAAAzwAAAM4AAADRAAAA0AAAANMAAADSAAAA1QAAANQA"
+    "AADXAAAA1gAAANkAAADYAAAA2wAAANoAAADdAAAA3AAAAN8AAADeAAAA4QAAAOAAAADjAAAA4gAAAOUAAADkAAAA"
+    "5wAAAOYAAADpAAAA6AAAAOsAAADqAAAA7QAAAOwAAADvAAAA7gAAAPEAAADwAAAA8wAAAPIAAAD1AAAA9AAAAPcA"
+    "AAD2AAAA+QAAAPgAAAD7AAAA+gAAAP0AAAD8AAAA/wAAAP4AAAAgAEEAZmkAw4UAzqkA")
+
+
+def tokenizer_json(vocab, normalizer=None, pre_tokenizer=None, post_processor="template",
+                   added_tokens=None, unk_id=3, byte_fallback=False, model_type="Unigram"):
+    """A tokenizer.json as tokenizers writes it, with a small Unigram vocabulary."""
+    specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]"]
+    pieces = [[t, 0.0] for t in specials] + [[p, -1.0 - i / 10] for i, p in enumerate(vocab)]
+    if added_tokens is None:
+        added_tokens = [dict(id=i, content=t, single_word=False, lstrip=False, rstrip=False,
+                             normalized=False, special=True) for i, t in enumerate(specials)]
+        added_tokens.append(dict(id=len(pieces), content="[MASK]", single_word=False,
+                                 lstrip=False, rstrip=False, normalized=False, special=True))
+    if post_processor == "template":
+        post_processor = {
+            "type": "TemplateProcessing",
+            "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                       {"Sequence": {"id": "A", "type_id": 0}},
+                       {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+            "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}},
+                     {"Sequence": {"id": "A", "type_id": 0}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 0}},
+                     {"Sequence": {"id": "B", "type_id": 1}},
+                     {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+            "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [1], "tokens": ["[CLS]"]},
+                               "[SEP]": {"id": "[SEP]", "ids": [2], "tokens": ["[SEP]"]}}}
+    return json.dumps({
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added_tokens,
+        "normalizer": normalizer, "pre_tokenizer": pre_tokenizer,
+        "post_processor": post_processor,
+        "decoder": {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                    "split": True},
+        "model": {"type": model_type, "unk_id": unk_id, "vocab": pieces,
+                  "byte_fallback": byte_fallback}}, ensure_ascii=False)
+
+
+def tokenizer_json_seeds():
+    t = "tokenizer_json_fuzz"
+    words = ["\u2581the", "\u2581a", "\u2581hello", "\u2581world", "\u2581fi", "nance", "\u2581",
+             "s", "e", "a", "o", ",", ".", "!", "\u2581caf", "\u00e9", "\u6f22", "\u5b57",
+             "\u2581[", "MASK", "]"]
+    metaspace = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always",
+                 "split": True}
+    hf5 = {"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"Regex": "\\s{2,}|[\\n\\r\\t]"}, "content": " "},
+        {"type": "NFC"}, {"type": "Strip", "strip_left": False, "strip_right": True}]}
+    write(t, "hf5.json", tokenizer_json(words, hf5, {"type": "Sequence",
+                                                     "pretokenizers": [metaspace]}))
+    lower_punct = {"type": "Sequence", "normalizers": [{"type": "Lowercase"}] +
+                   hf5["normalizers"]}
+    write(t, "hf5_lower_punct.json", tokenizer_json(words, lower_punct, {
+        "type": "Sequence", "pretokenizers": [{"type": "Punctuation", "behavior": "Isolated"},
+                                              metaspace]}))
+    hf4 = {"type": "Sequence", "normalizers": [
+        {"type": "Strip", "strip_left": True, "strip_right": True},
+        {"type": "Precompiled", "precompiled_charsmap": SMALL_CHARSMAP},
+        {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]}
+    added = [dict(id=i, content=c, single_word=False, lstrip=False, rstrip=False,
+                  normalized=c == "[UNK]", special=True)
+             for i, c in enumerate(["[PAD]", "[CLS]", "[SEP]", "[UNK]"])]
+    added.append(dict(id=25, content="[MASK]", single_word=False, lstrip=True, rstrip=True,
+                      normalized=False, special=True))
+    added.append(dict(id=26, content="hello", single_word=True, lstrip=False, rstrip=False,
+                      normalized=True, special=False))
+    write(t, "hf4_precompiled.json", tokenizer_json(
+        words, hf4, {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": True},
+        added_tokens=added))
+    write(t, "unicode_forms.json", tokenizer_json(words, {"type": "Sequence", "normalizers": [
+        {"type": "NFKD"}, {"type": "NFD"}, {"type": "NFKC"},
+        {"type": "Replace", "pattern": {"String": "\u00e9"}, "content": "e"}]},
+        {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, {
+            "type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+            "split": False}]}))
+    write(t, "byte_fallback.json", tokenizer_json(
+        words + ["<0x%02X>" % b for b in range(256)], None, metaspace, byte_fallback=True,
+        post_processor=None))
+    write(t, "no_unk.json", tokenizer_json(words, None, metaspace, unk_id=None))
+    write(t, "invalid_bpe.json", tokenizer_json(words, model_type="BPE"))
+    write(t, "invalid_bert_normalizer.json", tokenizer_json(words, {"type": "BertNormalizer"}))
+    write(t, "invalid_lookahead_regex.json", tokenizer_json(words, {
+        "type": "Replace", "pattern": {"Regex": "(?=a)b"}, "content": ""}))
+    nested = {"type": "NFC"}
+    for _ in range(12):
+        nested = {"type": "Sequence", "normalizers": [nested]}
+    write(t, "invalid_deep_sequence.json", tokenizer_json(words, nested))
+    write(t, "invalid_syntax.json", '{"version": "1.0", "model": {"type": "Unigram", "vocab": [')
+
+
 if __name__ == "__main__":
     safetensors_seeds()
     config_seeds()
     request_seeds()
     kserve_seeds()
     torch_seeds()
+    tokenizer_json_seeds()

@@ -106,6 +106,7 @@ TEST(ServerConfigTest, MinimalConfigGetsEveryDefault) {
   EXPECT_EQ(model.tuning_profile, "auto");
   EXPECT_EQ(model.tuning_mode, TuningMode::kProfile);
   EXPECT_EQ(model.priority_cap, "high");
+  EXPECT_EQ(model.tokenizer, "auto");
   EXPECT_EQ(model.batching.max_batch_tokens, 16384);
   EXPECT_EQ(model.batching.max_batch_sequences, 256);
   EXPECT_EQ(model.batching.max_queue_delay, absl::ZeroDuration());
@@ -156,6 +157,7 @@ models:
     tuning_mode: autotune
     tuning_profile: none
     priority_cap: normal
+    tokenizer: sentencepiece
     batching:
       max_batch_tokens: 8192
       max_batch_sequences: 64
@@ -202,6 +204,7 @@ models:
   EXPECT_EQ(model.tuning_profile, "none");
   EXPECT_EQ(model.tuning_mode, TuningMode::kAutotune);
   EXPECT_EQ(model.priority_cap, "normal");
+  EXPECT_EQ(model.tokenizer, "sentencepiece");
   EXPECT_EQ(model.batching.max_batch_tokens, 8192);
   EXPECT_EQ(model.batching.max_batch_sequences, 64);
   EXPECT_EQ(model.batching.max_queue_delay, absl::Milliseconds(2));
@@ -250,6 +253,7 @@ TEST(ServerConfigTest, ShippedExampleParsesAndValidatesWithTheDocumentedDefaults
   EXPECT_EQ(model.truncate, model_defaults.truncate);
   EXPECT_EQ(model.tuning_profile, model_defaults.tuning_profile);
   EXPECT_EQ(model.priority_cap, model_defaults.priority_cap);
+  EXPECT_EQ(model.tokenizer, model_defaults.tokenizer);
   EXPECT_EQ(model.batching.max_batch_tokens, model_defaults.batching.max_batch_tokens);
   EXPECT_EQ(model.batching.max_batch_sequences, model_defaults.batching.max_batch_sequences);
   EXPECT_EQ(model.batching.max_queue_delay, model_defaults.batching.max_queue_delay);
@@ -451,6 +455,9 @@ TEST(ServerConfigErrorsTest, OutOfRangeValuesNameTheKeyAndHowToFixThem) {
       {ModelYaml("priority_cap: urgent"),
        {"test.yaml:4:5", "models[0].priority_cap", "expected one of low, normal, high"}},
       {ModelYaml("priority_cap: nromal"), {"did you mean 'normal'?"}},
+      {ModelYaml("tokenizer: spm"),
+       {"test.yaml:4:5", "models[0].tokenizer",
+        "expected one of auto, tokenizer_json, sentencepiece"}},
       {ModelYaml("backend: gpu"),
        {"test.yaml:4:5", "models[0].backend", "expected one of auto, cpu, cuda, null",
         "did you mean 'cpu'?"}},

@@ -1,0 +1,109 @@
+// The tokenizer of a served model, whatever file it is read from: text (or a text pair) -> model
+// input ids, token types and offsets. Two implementations exist: DebertaTokenizer
+// (deberta_tokenizer.h, spm.model through libsentencepiece) and JsonTokenizer
+// (tokenizer_json/json_tokenizer.h, a Hugging Face tokenizer.json); tokenizer_loader.h chooses
+// one for a checkpoint directory. The rest of the server sees only this interface.
+//
+// Thread safety: a loaded tokenizer is immutable; every const method may run concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/tokenizer/tokenizer_config.h"
+#include "server/tokenizer/truncation.h"
+
+namespace dflash {
+
+struct TokenizerOptions {
+  // Longest text accepted, in UTF-8 bytes, checked before any other work; at most 1 GiB. 1 MiB
+  // is far beyond DeBERTa's 512-token window (2-3 KB of English) yet bounds the cost of one
+  // text: about 0.1 s of one core for prose and 0.6 s for the worst case measured (1 MiB of
+  // punctuation with split_by_punct, 2M tokens) on a 2-core x86-64 machine with spm.model; with
+  // tokenizer.json about 1 s for prose and 3 s for that worst case.
+  size_t max_input_bytes = size_t{1} << 20;
+};
+
+// Where a token of an Encoding comes from.
+enum class TokenSource : uint8_t {
+  kTemplate,  // [CLS] or [SEP] added by the template.
+  kFirst,     // Text A (including added tokens written in A).
+  kSecond,    // Text B.
+};
+
+// A byte range [begin, end) of the input text a token came from; template tokens are empty. Each
+// implementation documents which bytes a token covers.
+struct ByteSpan {
+  uint32_t begin = 0;
+  uint32_t end = 0;
+  friend bool operator==(const ByteSpan&, const ByteSpan&) = default;
+};
+
+// The content tokens of one text, without [CLS]/[SEP]: the unit that Assemble combines. A rerank
+// query can be tokenized once and paired with many passages.
+struct TextTokens {
+  std::vector<int32_t> ids;
+  std::vector<ByteSpan> offsets;  // Into the text, one per id.
+};
+
+struct Encoding {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> token_type_ids;       // 0 for [CLS] A [SEP], 1 for B [SEP].
+  std::vector<uint8_t> special_tokens_mask;  // 1 for template tokens only, as in transformers.
+  std::vector<TokenSource> sources;
+  std::vector<ByteSpan> offsets;  // Into the text the token came from.
+  // Content tokens of A and B before truncation, and whether truncation removed any.
+  size_t first_tokens_before_truncation = 0;
+  size_t second_tokens_before_truncation = 0;
+  bool truncated = false;
+};
+
+// The file a tokenizer was read from.
+enum class TokenizerSource : uint8_t {
+  kSentencePiece,  // spm.model (+ tokenizer_config.json and the legacy token files).
+  kTokenizerJson,  // tokenizer.json (+ tokenizer_config.json for lengths and sides).
+};
+
+// "sentencepiece" or "tokenizer_json", as the configuration and the Info RPC name them.
+inline absl::string_view TokenizerSourceName(TokenizerSource source) {
+  return source == TokenizerSource::kTokenizerJson ? "tokenizer_json" : "sentencepiece";
+}
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // Tokenizes one text (or a pair) into model input. INVALID_ARGUMENT for invalid UTF-8, a text
+  // longer than max_input_bytes, or truncation options that cannot be met.
+  virtual absl::StatusOr<Encoding> Encode(absl::string_view text,
+                                          std::optional<absl::string_view> pair,
+                                          const TruncationOptions& truncation) const = 0;
+
+  // The content tokens of one text, offsets into `text`.
+  virtual absl::StatusOr<TextTokens> EncodeText(absl::string_view text) const = 0;
+  // The template and truncation around one or two tokenized texts (`second` may be null).
+  virtual absl::StatusOr<Encoding> Assemble(const TextTokens& first, const TextTokens* second,
+                                            const TruncationOptions& truncation) const = 0;
+
+  // Longest-first truncation to model_max_length on the configured side when the checkpoint sets
+  // a length limit; no truncation otherwise.
+  virtual TruncationOptions DefaultTruncation() const = 0;
+
+  virtual int32_t cls_id() const = 0;
+  virtual int32_t sep_id() const = 0;
+  virtual int32_t pad_id() const = 0;
+  virtual int32_t unk_id() const = 0;
+  virtual int32_t mask_id() const = 0;
+  // One more than the largest id this tokenizer emits.
+  virtual int32_t vocab_size() const = 0;
+  virtual const TokenizerConfig& config() const = 0;
+  // The piece or added token of `id`; empty for an id outside the vocabulary.
+  virtual absl::string_view TokenText(int32_t id) const = 0;
+  virtual TokenizerSource source() const = 0;
+};
+
+}  // namespace dflash

@@ -1,0 +1,243 @@
+#include "server/tokenizer/tokenizer_json/json_tokenizer.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/logging.h"
+#include "engine/common/read_file.h"
+#include "engine/common/status_macros.h"
+#include "engine/model/json_document.h"
+#include "server/tokenizer/unicode_text.h"
+
+namespace dflash {
+namespace {
+
+using tokenizer_json::AlignedText;
+using tokenizer_json::JsonNode;
+using tokenizer_json::ModelToken;
+using tokenizer_json::TemplatePiece;
+using tokenizer_json::TextSegment;
+
+// Larger inputs would overflow the 32-bit offsets of ByteSpan.
+constexpr size_t kMaxInputBytesLimit = size_t{1} << 30;
+// Ids beyond this are not a real vocabulary (as in tokenizer_config.cc).
+constexpr int64_t kMaxTokenId = int64_t{1} << 24;
+// tokenizer.json nests about six levels; the bound stops pathological nesting while parsing.
+constexpr int kMaxJsonDepth = 32;
+
+ByteSpan Span(size_t begin, size_t end) {
+  return {static_cast<uint32_t>(begin), static_cast<uint32_t>(end)};
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<JsonTokenizer>> JsonTokenizer::Load(
+    const std::filesystem::path& model_dir, const TokenizerOptions& options,
+    const TokenizerJsonLimits& limits) {
+  const std::filesystem::path path = model_dir / "tokenizer.json";
+  DFLASH_ASSIGN_OR_RETURN(const std::string text, ReadFile(path, limits.max_file_bytes));
+  DFLASH_ASSIGN_OR_RETURN(TokenizerConfig config, LoadTokenizerConfig(model_dir));
+  absl::StatusOr<std::unique_ptr<JsonTokenizer>> tokenizer =
+      FromJson(text, std::move(config), options, limits);
+  if (!tokenizer.ok()) {
+    // Errors about the file say "tokenizer.json: <path>: ..."; give the whole file path.
+    const absl::string_view message = tokenizer.status().message();
+    if (!absl::StartsWith(message, "tokenizer.json")) return tokenizer.status();
+    return absl::Status(tokenizer.status().code(), absl::StrCat(model_dir.string(), "/", message));
+  }
+  Log().info("tokenizer {}: tokenizer.json, {} pieces, vocabulary {}, [MASK]={}",
+             model_dir.string(), (*tokenizer)->model_->piece_count(), (*tokenizer)->vocab_size_,
+             (*tokenizer)->mask_id_);
+  return tokenizer;
+}
+
+absl::StatusOr<std::unique_ptr<JsonTokenizer>> JsonTokenizer::FromJson(
+    absl::string_view json, TokenizerConfig config, const TokenizerOptions& options,
+    const TokenizerJsonLimits& limits) {
+  if (options.max_input_bytes == 0 || options.max_input_bytes > kMaxInputBytesLimit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TokenizerOptions.max_input_bytes is ", options.max_input_bytes,
+                     "; expected a value in [1, ", kMaxInputBytesLimit, "]"));
+  }
+  if (json.size() > limits.max_file_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("tokenizer.json is ", json.size(),
+                                                   " bytes, more than the limit of ",
+                                                   limits.max_file_bytes));
+  }
+  DFLASH_ASSIGN_OR_RETURN(const nlohmann::json document,
+                          ParseJsonDocument(json, "tokenizer.json", kMaxJsonDepth));
+  const JsonNode root(document, "");
+  DFLASH_RETURN_IF_ERROR(root.ExpectObject());
+  auto tokenizer = std::unique_ptr<JsonTokenizer>(new JsonTokenizer());
+  tokenizer->options_ = options;
+  tokenizer->config_ = std::move(config);
+
+  const JsonNode version = root.Member("version");
+  if (!version.IsNull()) {
+    DFLASH_ASSIGN_OR_RETURN(const std::string value, version.String());
+    if (value != "1.0") return version.Unsupported(absl::StrCat("version \"", value, "\""));
+  }
+  // truncation and padding are request settings that transformers overrides on every call, and
+  // the decoder only turns ids back into text: none of them changes an encoding here.
+  DFLASH_ASSIGN_OR_RETURN(tokenizer->model_, tokenizer_json::UnigramModel::Parse(
+                                                 root.Member("model"), limits.max_pieces));
+  if (const JsonNode node = root.Member("normalizer"); !node.IsNull()) {
+    DFLASH_ASSIGN_OR_RETURN(tokenizer->normalizer_, tokenizer_json::Normalizer::Parse(node));
+  }
+  if (const JsonNode node = root.Member("pre_tokenizer"); !node.IsNull()) {
+    DFLASH_ASSIGN_OR_RETURN(tokenizer->pre_tokenizer_, tokenizer_json::PreTokenizer::Parse(node));
+  }
+  DFLASH_ASSIGN_OR_RETURN(tokenizer->added_,
+                          tokenizer_json::AddedVocabulary::Parse(
+                              root.Member("added_tokens"), *tokenizer->model_,
+                              tokenizer->normalizer_.get(), limits.max_added_tokens));
+  DFLASH_ASSIGN_OR_RETURN(tokenizer->template_, tokenizer_json::ParseTemplateProcessing(
+                                                    root.Member("post_processor"), kMaxTokenId));
+
+  int32_t vocab_size = std::max(tokenizer->model_->piece_count(), tokenizer->added_->end_id());
+  for (const auto* pieces : {&tokenizer->template_.single, &tokenizer->template_.pair}) {
+    for (const TemplatePiece& piece : *pieces) {
+      for (const int32_t id : piece.ids) vocab_size = std::max(vocab_size, id + 1);
+    }
+  }
+  tokenizer->vocab_size_ = vocab_size;
+  const TokenizerConfig& names = tokenizer->config_;
+  tokenizer->cls_id_ = tokenizer->ResolveId(names.cls_token, tokenizer->template_.FirstSpecialId());
+  tokenizer->sep_id_ = tokenizer->ResolveId(names.sep_token, tokenizer->template_.LastSpecialId());
+  tokenizer->pad_id_ = tokenizer->ResolveId(names.pad_token, -1);
+  tokenizer->unk_id_ = tokenizer->ResolveId(names.unk_token, tokenizer->model_->unk_id());
+  tokenizer->mask_id_ = tokenizer->ResolveId(names.mask_token, -1);
+  return tokenizer;
+}
+
+int32_t JsonTokenizer::ResolveId(const std::string& token, int32_t fallback) const {
+  if (const int32_t id = added_->TokenToId(token); id >= 0) return id;
+  if (const int32_t id = model_->PieceToId(token); id >= 0) return id;
+  return fallback;
+}
+
+absl::string_view JsonTokenizer::TokenText(int32_t id) const {
+  if (const std::string* content = added_->IdToToken(id)) return *content;
+  return model_->IdToPiece(id);
+}
+
+TruncationOptions JsonTokenizer::DefaultTruncation() const {
+  TruncationOptions options;
+  options.side = config_.truncation_side;
+  if (config_.model_max_length.has_value()) {
+    options.strategy = TruncationStrategy::kLongestFirst;
+    options.max_length = *config_.model_max_length;
+  }
+  return options;
+}
+
+absl::Status JsonTokenizer::CheckSize(absl::string_view text, absl::string_view what) const {
+  if (text.size() <= options_.max_input_bytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, " is ", text.size(),
+                                                 " bytes, more than the limit of ",
+                                                 options_.max_input_bytes, " bytes per text"));
+}
+
+absl::StatusOr<TextTokens> JsonTokenizer::EncodeText(absl::string_view text) const {
+  return EncodeCheckedText(text, "text");
+}
+
+absl::StatusOr<TextTokens> JsonTokenizer::EncodeCheckedText(absl::string_view text,
+                                                            absl::string_view what) const {
+  DFLASH_RETURN_IF_ERROR(CheckSize(text, what));
+  DFLASH_RETURN_IF_ERROR(ValidateUtf8(text, what));
+  TextTokens tokens;
+  std::vector<ModelToken> model_tokens;
+  std::vector<AlignedText> pieces;
+  for (TextSegment& segment : added_->ExtractAndNormalize(text, normalizer_.get())) {
+    if (segment.added_token_id >= 0) {
+      const auto [begin, end] = segment.text.InputRange(0, segment.text.text().size());
+      tokens.ids.push_back(segment.added_token_id);
+      tokens.offsets.push_back(Span(begin, end));
+      continue;
+    }
+    pieces.clear();
+    pieces.push_back(std::move(segment.text));
+    if (pre_tokenizer_ != nullptr) pre_tokenizer_->Split(&pieces);
+    for (const AlignedText& piece : pieces) {
+      if (piece.empty()) continue;
+      model_tokens.clear();
+      if (absl::Status status = model_->Tokenize(piece.text(), &model_tokens); !status.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(what, ": ", status.message()));
+      }
+      for (const ModelToken& token : model_tokens) {
+        const auto [begin, end] = piece.InputRange(token.begin, token.end);
+        tokens.ids.push_back(token.id);
+        tokens.offsets.push_back(Span(begin, end));
+      }
+    }
+  }
+  return tokens;
+}
+
+absl::StatusOr<Encoding> JsonTokenizer::Assemble(const TextTokens& first, const TextTokens* second,
+                                                 const TruncationOptions& truncation) const {
+  const std::optional<size_t> second_length =
+      second != nullptr ? std::optional<size_t>(second->ids.size()) : std::nullopt;
+  DFLASH_ASSIGN_OR_RETURN(const KeptLengths kept,
+                          ComputeTruncation(first.ids.size(), second_length, truncation,
+                                            template_.AddedTokens(second != nullptr)));
+  Encoding encoding;
+  encoding.first_tokens_before_truncation = first.ids.size();
+  encoding.second_tokens_before_truncation = second_length.value_or(0);
+  encoding.truncated = kept.first < first.ids.size() || kept.second < second_length.value_or(0);
+  const size_t total =
+      kept.first + kept.second + static_cast<size_t>(template_.AddedTokens(second != nullptr));
+  encoding.ids.reserve(total);
+  encoding.token_type_ids.reserve(total);
+  encoding.special_tokens_mask.reserve(total);
+  encoding.sources.reserve(total);
+  encoding.offsets.reserve(total);
+  auto add = [&](int32_t id, int32_t type, TokenSource source, ByteSpan span) {
+    encoding.ids.push_back(id);
+    encoding.token_type_ids.push_back(type);
+    encoding.special_tokens_mask.push_back(source == TokenSource::kTemplate ? 1 : 0);
+    encoding.sources.push_back(source);
+    encoding.offsets.push_back(span);
+  };
+  auto add_text = [&](const TextTokens& tokens, size_t keep, int32_t type, TokenSource source) {
+    const size_t start =
+        truncation.side == TruncationSide::kLeft ? tokens.ids.size() - keep : size_t{0};
+    for (size_t i = start; i < start + keep; ++i)
+      add(tokens.ids[i], type, source, tokens.offsets[i]);
+  };
+  for (const TemplatePiece& piece : second != nullptr ? template_.pair : template_.single) {
+    switch (piece.kind) {
+      case TemplatePiece::Kind::kSpecial:
+        for (const int32_t id : piece.ids) add(id, piece.type_id, TokenSource::kTemplate, {});
+        break;
+      case TemplatePiece::Kind::kFirst:
+        add_text(first, kept.first, piece.type_id, TokenSource::kFirst);
+        break;
+      case TemplatePiece::Kind::kSecond:
+        add_text(*second, kept.second, piece.type_id, TokenSource::kSecond);
+        break;
+    }
+  }
+  return encoding;
+}
+
+absl::StatusOr<Encoding> JsonTokenizer::Encode(absl::string_view text,
+                                               std::optional<absl::string_view> pair,
+                                               const TruncationOptions& truncation) const {
+  // Both sizes are checked before either text is tokenized.
+  DFLASH_RETURN_IF_ERROR(CheckSize(text, pair.has_value() ? "first text" : "text"));
+  if (pair.has_value()) DFLASH_RETURN_IF_ERROR(CheckSize(*pair, "second text"));
+  DFLASH_ASSIGN_OR_RETURN(const TextTokens first,
+                          EncodeCheckedText(text, pair.has_value() ? "first text" : "text"));
+  if (!pair.has_value()) return Assemble(first, nullptr, truncation);
+  DFLASH_ASSIGN_OR_RETURN(const TextTokens second, EncodeCheckedText(*pair, "second text"));
+  return Assemble(first, &second, truncation);
+}
+
+}  // namespace dflash
