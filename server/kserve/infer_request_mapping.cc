@@ -32,6 +32,8 @@ TaskInputs InputsOf(ServedTask task) {
       return {{kQueryInput, kTextInput}, {}};
     case ServedTask::kEmbed:
       return {{kTextInput}, {}};
+    case ServedTask::kTokenClassify:  // Not carried over KServe v2 (SelectTask never picks it).
+      return {};
   }
   return {};
 }
@@ -46,6 +48,8 @@ absl::string_view DefaultOutput(ServedTask task) {
       return kScoreOutput;
     case ServedTask::kEmbed:
       return kEmbeddingOutput;
+    case ServedTask::kTokenClassify:
+      return "";
   }
   return "";
 }
@@ -221,6 +225,12 @@ absl::StatusOr<ServedTask> SelectTask(const ServedModel& model, const ModelSigna
        {ServedTask::kClassify, ServedTask::kEmbed, ServedTask::kRerank, ServedTask::kZeroShot}) {
     if (caps.Supports(task)) return task;
   }
+  if (caps.Supports(ServedTask::kTokenClassify)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("model '", model.id(),
+                     "' serves token classification, which the KServe v2 front does not carry; "
+                     "call dflash.v1 TokenClassify"));
+  }
   return absl::FailedPreconditionError(
       absl::StrCat("model '", model.id(), "' serves no inference task"));
 }
@@ -364,6 +374,8 @@ absl::StatusOr<InferPlan> PlanInference(const ServedModel& model,
       plan.request = std::move(embed);
       break;
     }
+    case ServedTask::kTokenClassify:
+      return absl::FailedPreconditionError("token classification is not carried over KServe v2");
   }
   return plan;
 }

@@ -150,6 +150,9 @@ absl::Status WithTensorNames(const InferPlan& plan, const absl::Status& status) 
     case serving::ServedTask::kEmbed:
       message = absl::StrReplaceAll(status.message(), {{"inputs[", "text["}});
       break;
+    case serving::ServedTask::kTokenClassify:
+      message = std::string(status.message());
+      break;
   }
   absl::Status renamed(status.code(), message);
   status.ForEachPayload([&renamed](absl::string_view url, const absl::Cord& payload) {

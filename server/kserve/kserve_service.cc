@@ -208,6 +208,11 @@ KserveService::Reactor* KserveService::ModelInfer(Context* context, const Bytes*
                          [](const InferPlan& p, const auto& r) { return EmbedAnswer(p, r); });
                 });
             return;
+          case serving::ServedTask::kTokenClassify:  // PlanInference refuses it already.
+            answer(absl::StatusOr<v1::EmbedResponse>(absl::FailedPreconditionError(
+                       "token classification is not carried over KServe v2")),
+                   [](const InferPlan& p, const auto& r) { return EmbedAnswer(p, r); });
+            return;
         }
       });
 }

@@ -61,7 +61,7 @@ std::vector<uint32_t> CodePointOffsets(absl::string_view text) {
 }
 
 // The entities of one text from its encoding and the engine's token logits.
-void FillTokenClassification(const DebertaTokenizer& tokenizer, absl::string_view text,
+void FillTokenClassification(const Tokenizer& tokenizer, absl::string_view text,
                              const Encoding& encoding, std::span<const float> logits,
                              std::span<const std::string> labels, AggregationStrategy strategy,
                              std::span<const std::string> ignore_labels,

@@ -317,7 +317,7 @@ TEST_F(CliEndToEnd, ApiKeyComesFromTheEnvironmentUnlessTheFlagGivesOne) {
             "\"default_score_function\":\"SCORE_FUNCTION_UNSPECIFIED\",\"pooling\":\"POOLING_"
             "UNSPECIFIED\",\"embedding_dimensions\":0,\"max_input_length\":0,\"default_truncate\":"
             "false,\"dtype\":\"DATA_TYPE_UNSPECIFIED\",\"backend\":\"BACKEND_UNSPECIFIED\","
-            "\"device\":\"\",\"tuning_profile\":\"\"}]}\n");
+            "\"device\":\"\",\"tuning_profile\":\"\",\"tokenizer\":\"\"}]}\n");
 
   result = Run({"--api_key=wrong", "info"}, "", /*with_key=*/false);
   EXPECT_EQ(result.code, kExitRpcError);

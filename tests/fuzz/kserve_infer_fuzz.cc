@@ -148,6 +148,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       break;
     case serving::ServedTask::kRerank:
     case serving::ServedTask::kEmbed:
+    case serving::ServedTask::kTokenClassify:
       Violation("a task the demo model does not serve was planned");
   }
   return 0;
