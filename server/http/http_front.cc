@@ -120,6 +120,12 @@ void HttpFront::Handle(HttpRequest request, HttpResponder respond) {
   }
   if (route.endpoint == Endpoint::kInfo || route.endpoint == Endpoint::kOpenAiModels ||
       route.endpoint == Endpoint::kOpenAiModel) {
+    if (admission_.draining()) {  // As gRPC's Info, which admission refuses while draining.
+      Refuse(route.family, rpc,
+             absl::UnavailableError("the server is shutting down; retry on another replica"),
+             respond);
+      return;
+    }
     AnswerInfo(route, *model, std::move(respond));
     return;
   }

@@ -174,6 +174,10 @@ struct ListenerCallbacks {
       auto completion = std::make_shared<Completion>();
       completion->connection = connection;
       state->completion = completion;
+      {
+        std::lock_guard<std::mutex> lock(listener.pending_mutex_);
+        ++listener.pending_;
+      }
       listener.handler_(std::move(state->request), [completion](HttpResponse response) {
         std::lock_guard<std::mutex> lock(completion->mutex);
         if (completion->closed) return;
@@ -198,13 +202,18 @@ struct ListenerCallbacks {
     return Queue(connection, *response, close);
   }
 
-  static void Completed(void* /*cls*/, MHD_Connection* /*connection*/, void** request_state,
+  static void Completed(void* cls, MHD_Connection* /*connection*/, void** request_state,
                         MHD_RequestTerminationCode /*code*/) {
     auto* state = static_cast<HttpListener::Connection*>(*request_state);
     if (state == nullptr) return;
     if (state->completion != nullptr) {
-      std::lock_guard<std::mutex> lock(state->completion->mutex);
-      state->completion->closed = true;
+      {
+        std::lock_guard<std::mutex> lock(state->completion->mutex);
+        state->completion->closed = true;
+      }
+      auto& listener = *static_cast<HttpListener*>(cls);
+      std::lock_guard<std::mutex> lock(listener.pending_mutex_);
+      if (--listener.pending_ == 0) listener.pending_done_.notify_all();
     }
     delete state;
     *request_state = nullptr;
@@ -303,7 +312,7 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
         {MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds, nullptr},
         {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(memory_limit), nullptr},
         {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&ListenerCallbacks::Completed),
-         nullptr},
+         listener.get()},
         // Refuse what RFC 9112 lets a server refuse (bare LF, whitespace before a header's colon):
         // leniency there is what request smuggling exploits.
         {MHD_OPTION_STRICT_FOR_CLIENT, 1, nullptr},
@@ -344,6 +353,11 @@ void HttpListener::StopAccepting() {
     const MHD_socket socket = MHD_quiesce_daemon(daemon_);
     if (socket != MHD_INVALID_SOCKET) close(socket);
   }
+}
+
+void HttpListener::WaitForAnswersSent(absl::Time deadline) {
+  std::unique_lock<std::mutex> lock(pending_mutex_);
+  pending_done_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return pending_ == 0; });
 }
 
 HttpListener::~HttpListener() {

@@ -8,10 +8,12 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdarg>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,6 +84,9 @@ class HttpListener {
   // Stops accepting connections; requests on open connections are still served, and their
   // answers close the connection.
   void StopAccepting();
+  // Waits until every request handed to the handler has had its answer written (or its client
+  // gone), or `deadline` passes.
+  void WaitForAnswersSent(absl::Time deadline);
 
   struct Connection;  // One request's state (libmicrohttpd's per-request pointer).
 
@@ -100,6 +105,9 @@ class HttpListener {
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   std::atomic<bool> closing_{false};
+  std::mutex pending_mutex_;
+  std::condition_variable pending_done_;
+  int64_t pending_ = 0;  // Handed to the handler, not yet completed.
 };
 
 }  // namespace dflash::http

@@ -171,10 +171,10 @@ DrainResult ServingRuntime::Drain(absl::Duration grace) {
   const absl::Time deadline = absl::Now() + grace;
   // Load balancers and Kubernetes see NOT_SERVING first and stop sending new traffic.
   if (server_ != nullptr) server_->GetHealthCheckService()->Shutdown();
-  // New HTTP connections are refused; requests on open ones get 503 from admission below.
-  if (http_listener_ != nullptr) http_listener_->StopAccepting();
   if (admission_ != nullptr) {
     admission_->StartDraining();
+    // New HTTP connections are refused; requests on open ones get 503 from admission.
+    if (http_listener_ != nullptr) http_listener_->StopAccepting();
     if (!admission_->WaitIdle(deadline, /*interruptible=*/true)) {
       // The grace period is over: what is still queued would keep the process past it.
       result.unavailable_at_deadline = catalog_.AbortQueuedAll(absl::UnavailableError(
@@ -193,7 +193,9 @@ DrainResult ServingRuntime::Drain(absl::Duration grace) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
     server_->Wait();
   }
-  // Every admitted HTTP request has its answer (or was counted above).
+  // Every admitted HTTP request has its answer (or was counted above); as for gRPC, a short
+  // margin lets the last answers be written before the connections close.
+  if (http_listener_ != nullptr) http_listener_->WaitForAnswersSent(absl::Now() + absl::Seconds(1));
   http_listener_.reset();
   metrics_server_.reset();
   return result;
