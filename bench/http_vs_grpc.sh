@@ -21,14 +21,23 @@ work=$(mktemp -d)
 trap 'kill -TERM "$server_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 2; }
 
-"$build/bin/dflash-server" --config=config/server.yaml --set="models.demo.path=$model_dir" \
-  --set="server.http_listen=127.0.0.1:$http_port" --listen=127.0.0.1:$port --metrics_listen=off \
-  --backend=null >"$work/server.log" 2>&1 &
+"$build/bin/dflash-server" --config=config/server.yaml \
+  --set="models.demo.path=$model_dir,server.http_listen=127.0.0.1:$http_port" \
+  --listen=127.0.0.1:$port --metrics_listen=off --backend=null >"$work/server.log" 2>&1 &
 server_pid=$!
+healthy=0
 for _ in $(seq 1 240); do
-  "$build/bin/dflash-cli" --target=127.0.0.1:$port health >/dev/null 2>&1 && break
+  if "$build/bin/dflash-cli" --target=127.0.0.1:$port health >/dev/null 2>&1; then
+    healthy=1
+    break
+  fi
   sleep 0.5
 done
+if [[ $healthy -ne 1 ]]; then
+  cat "$work/server.log" >&2
+  echo "the server did not become healthy" >&2
+  exit 1
+fi
 
 text=$(tr -s ' \n' ' ' <config/demo/corpus.txt | cut -d' ' -f1-48 | sed 's/"/\\"/g')
 cat >"$work/predict.lua" <<LUA
@@ -49,14 +58,15 @@ for concurrency in 1 16; do
     "http://127.0.0.1:$http_port/predict" >"$work/http-c$concurrency.txt"
 done
 
-python3 - "$work" "$out" "$seconds" "$(nproc)" <<'PY'
+python3 - "$work" "$out" "$seconds" "$(nproc)" "$@" <<'PY'
 import json, re, sys
 work, out, seconds, cores = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 
 def millis(value, unit):
     return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
 
-result = {"tool": "bench/http_vs_grpc.sh", "engine": "null", "seconds": seconds, "cores": cores,
+result = {"tool": "bench/http_vs_grpc.sh", "command": " ".join(["bench/http_vs_grpc.sh"] + sys.argv[5:]),
+          "engine": "null", "seconds": seconds, "cores": cores,
           "workload": "classify_64: one 64-token text per call; HTTP: POST /predict", "runs": {}}
 for concurrency in (1, 16):
     grpc = json.load(open(f"{work}/grpc-c{concurrency}.json"))
