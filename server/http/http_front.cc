@@ -3,6 +3,7 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/http/cohere_rerank.h"
@@ -168,14 +169,26 @@ void HttpFront::Run(ApiFamily family, absl::string_view rpc, absl::StatusOr<Pars
   // A model in the path wins over the body's; neither: the first configured model.
   if (model_from_path || request.model().empty()) request.set_model(model.id());
   if (const std::string* id = http_request.Header("x-request-id")) request.set_request_id(*id);
-  if (absl::Status admitted = admission_.Admit(); !admitted.ok()) {
-    Refuse(family, rpc, admitted, respond);
-    return;
-  }
   CallContext call;
   call.protocol = Protocol::kHttp;
   call.received = absl::Now();
   call.cancelled = std::make_shared<serving::CancellationFlag>(false);
+  // The HTTP counterpart of a gRPC deadline: the batcher and the answer honour it the same way.
+  if (const std::string* timeout = http_request.Header("x-request-timeout")) {
+    double seconds = 0;
+    if (!absl::SimpleAtod(*timeout, &seconds) || !(seconds > 0) || seconds > 1e6) {
+      Refuse(family, rpc,
+             absl::InvalidArgumentError(absl::StrCat(
+                 "X-Request-Timeout: must be a positive number of seconds, got '", *timeout, "'")),
+             respond);
+      return;
+    }
+    call.deadline = call.received + absl::Seconds(seconds);
+  }
+  if (absl::Status admitted = admission_.Admit(); !admitted.ok()) {
+    Refuse(family, rpc, admitted, respond);
+    return;
+  }
   Responder<Response> responder =
       [this, family, owned, render = std::move(render),
        respond = std::move(respond)](absl::StatusOr<Response> result) mutable {

@@ -2,7 +2,9 @@
 // parses its body into a dflash.v1 request (tei_requests.h, openai_embeddings.h,
 // cohere_rerank.h), admits it as gRPC calls are admitted (server.max_inflight_requests, 503 while
 // draining), runs it on the shared InferencePipeline and renders the answer or the error in the
-// route's format. Requests are counted in the request metrics with protocol="http".
+// route's format. Requests are counted in the request metrics with protocol="http". A request's
+// deadline, which gRPC clients set on the call, comes from an optional X-Request-Timeout header
+// (seconds).
 #pragma once
 
 #include <string>

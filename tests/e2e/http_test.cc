@@ -488,6 +488,38 @@ TEST(HttpAuthTest, ApiKeysApplyAsOnGrpc) {
   EXPECT_EQ(health->status, 200);
 }
 
+TEST(HttpAdmissionTest, RequestTimeoutIsTheDeadline) {
+  auto control = std::make_shared<EngineControl>();
+  absl::StatusOr<std::unique_ptr<TestServer>> started =
+      TestServer::Start(HttpConfig({TestModelEntry("demo", DemoModelDir())}),
+                        GatedLoader({{"demo", control}}, InnerEngine::kNull));
+  ASSERT_TRUE(started.ok()) << started.status();
+  absl::StatusOr<HttpClient> client = HttpClient::Connect((*started)->runtime().http_port());
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<HttpAnswer> bad =
+      client->Post("/predict", R"({"inputs":"x"})", "X-Request-Timeout: soon\r\n");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 422);
+  EXPECT_THAT(bad->body, HasSubstr("X-Request-Timeout"));
+
+  control->Close();
+  const int batches = control->batches();
+  const absl::Time sent = absl::Now();
+  ASSERT_TRUE(client
+                  ->SendRaw("POST /predict HTTP/1.1\r\nHost: t\r\nX-Request-Timeout: 0.05\r\n"
+                            "Content-Length: 14\r\n\r\n{\"inputs\":\"x\"}")
+                  .ok());
+  ASSERT_TRUE(control->WaitForBatches(batches + 1));
+  // Held in the engine past its deadline: answered 504 once the batch completes.
+  ASSERT_TRUE(PollUntil([&] { return absl::Now() > sent + absl::Milliseconds(100); },
+                        absl::Milliseconds(10)));
+  control->Open();
+  absl::StatusOr<HttpAnswer> late = client->Read();
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->status, 504) << late->body;
+  EXPECT_EQ(Parse(*late)["error_type"], "Backend");
+}
+
 TEST(HttpAdmissionTest, OverloadGets429AndDrainingGets503) {
   auto control = std::make_shared<EngineControl>();
   ServerConfig config = HttpConfig({TestModelEntry("demo", DemoModelDir())});
