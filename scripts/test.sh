@@ -77,7 +77,8 @@ echo "== 5/6 fuzzing (${fuzz_seconds}s per target)"
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DDFLASH_FUZZ=ON -DDFLASH_CUDA=OFF -DDFLASH_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
 cmake --build build-fuzz -j "$jobs" --target safetensors_header_fuzz model_config_fuzz \
-  request_message_fuzz torch_pickle_fuzz zip_archive_fuzz kserve_infer_fuzz tokenizer_json_fuzz
+  request_message_fuzz torch_pickle_fuzz zip_archive_fuzz kserve_infer_fuzz tokenizer_json_fuzz \
+  http_request_fuzz
 run_suite "fuzz" build-fuzz -L fuzz
 
 echo "== 6/6 deploy checks"

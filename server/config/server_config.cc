@@ -33,6 +33,8 @@ namespace {
 constexpr absl::string_view kTopLevelKeys[] = {"server", "models"};
 constexpr absl::string_view kServerKeys[] = {"listen",
                                              "metrics_listen",
+                                             "http_listen",
+                                             "http_idle_timeout",
                                              "drain_grace_period",
                                              "max_message_bytes",
                                              "max_metadata_bytes",
@@ -133,6 +135,9 @@ class ConfigReader {
     DFLASH_ASSIGN_OR_RETURN(config.listen, server.String("listen", config.listen));
     DFLASH_ASSIGN_OR_RETURN(config.metrics_listen,
                             server.String("metrics_listen", config.metrics_listen));
+    DFLASH_ASSIGN_OR_RETURN(config.http_listen, server.String("http_listen", config.http_listen));
+    DFLASH_ASSIGN_OR_RETURN(config.http_idle_timeout,
+                            server.Duration("http_idle_timeout", config.http_idle_timeout));
     DFLASH_ASSIGN_OR_RETURN(config.drain_grace_period,
                             server.Duration("drain_grace_period", config.drain_grace_period));
     DFLASH_ASSIGN_OR_RETURN(config.max_message_bytes,

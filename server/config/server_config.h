@@ -112,6 +112,10 @@ inline constexpr int kMaxMaxMetadataBytes = 1 << 20;
 struct ServerConfig {
   std::string listen = "0.0.0.0:50051";
   std::string metrics_listen = "0.0.0.0:9464";  // "": no metrics endpoint.
+  // The HTTP/JSON routes (TEI, OpenAI, Cohere/Jina); "": off.
+  std::string http_listen;
+  // An HTTP connection idle this long (between requests, or stalled in one) is closed.
+  absl::Duration http_idle_timeout = absl::Seconds(30);
   absl::Duration drain_grace_period = absl::Seconds(30);
   int max_message_bytes = 16 << 20;
   // Request headers (metadata) one call may send; gRPC's own default. A call over it fails, and

@@ -94,6 +94,12 @@ std::string DescribeServerConfig(const ServerConfig& config) {
                   Bytes(config.max_metadata_bytes), ", worker threads ",
                   config.worker_threads == 0 ? "one per core" : absl::StrCat(config.worker_threads),
                   ", ", Limit(config.max_inflight_requests, "requests in flight"), "\n");
+  absl::StrAppend(&text, "  HTTP routes ",
+                  config.http_listen.empty()
+                      ? std::string("off")
+                      : absl::StrCat(config.http_listen, ", idle timeout ",
+                                     absl::FormatDuration(config.http_idle_timeout)),
+                  "\n");
   absl::StrAppend(&text, "  log level ", config.logging.level, ", request content ",
                   config.logging.log_request_content ? "logged" : "not logged", "\n");
   for (const ModelEntry& model : config.models) absl::StrAppend(&text, "  ", DescribeModel(model));

@@ -100,6 +100,30 @@ absl::Status CheckServer(const ServerConfig& config, const YamlLocations& locati
                        "); give the metrics endpoint another port, or \"\" to disable it"));
     }
   }
+  if (!config.http_listen.empty()) {
+    DFLASH_RETURN_IF_ERROR(CheckListen(locations, "server.http_listen", config.http_listen));
+    const ListenAddress http = ParseListenAddress(config.http_listen);
+    for (const std::string* other : {&config.listen, &config.metrics_listen}) {
+      if (other->empty()) continue;
+      const ListenAddress taken = ParseListenAddress(*other);
+      if (http.port != 0 && http.port == taken.port &&
+          (http.host == taken.host || IsWildcardHost(http.host) || IsWildcardHost(taken.host))) {
+        return locations.Error("server.http_listen",
+                               absl::StrCat("uses port ", http.port, " of ", *other,
+                                            "; give the HTTP routes a port of their own"));
+      }
+    }
+    if (!config.tls.client_ca_file.empty()) {
+      return locations.Error("server.http_listen",
+                             "cannot be combined with mutual TLS (server.tls.client_ca_file): the "
+                             "HTTP routes verify API keys, not client certificates");
+    }
+  }
+  if (config.http_idle_timeout < absl::Seconds(1)) {
+    return locations.Error(
+        "server.http_idle_timeout",
+        absl::StrCat("must be at least 1s, got ", absl::FormatDuration(config.http_idle_timeout)));
+  }
   if (config.drain_grace_period < absl::ZeroDuration()) {
     return locations.Error("server.drain_grace_period",
                            absl::StrCat("must not be negative, got ",

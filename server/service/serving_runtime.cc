@@ -12,6 +12,7 @@
 #include "engine/common/logging.h"
 #include "engine/common/read_file.h"
 #include "engine/common/status_macros.h"
+#include "server/http/http_errors.h"
 
 namespace dflash::serving {
 namespace {
@@ -105,6 +106,7 @@ absl::StatusOr<std::unique_ptr<ServingRuntime>> ServingRuntime::Start(const Serv
       *runtime->pipeline_, *runtime->admission_, runtime->authenticator_.get(),
       runtime->metrics_.get(), kserve_identity);
   DFLASH_RETURN_IF_ERROR(runtime->StartGrpc(config));
+  DFLASH_RETURN_IF_ERROR(runtime->StartHttp(config));
   if (!config.metrics_listen.empty()) {
     DFLASH_ASSIGN_OR_RETURN(
         runtime->metrics_server_,
@@ -140,6 +142,34 @@ absl::Status ServingRuntime::StartGrpc(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
+absl::Status ServingRuntime::StartHttp(const ServerConfig& config) {
+  if (config.http_listen.empty()) return absl::OkStatus();
+  http_front_ = std::make_unique<http::HttpFront>(
+      *pipeline_, *admission_, authenticator_.get(), metrics_.get(), config.max_inflight_requests,
+      config.worker_threads > 0 ? config.worker_threads : pool_->size());
+  http::HttpListenerOptions options;
+  options.listen_address = config.http_listen;
+  if (config.tls.enabled()) {
+    DFLASH_ASSIGN_OR_RETURN(options.tls_cert_pem, ReadFile(config.tls.cert_file));
+    DFLASH_ASSIGN_OR_RETURN(options.tls_key_pem, ReadFile(config.tls.key_file));
+  }
+  options.max_body_bytes = static_cast<size_t>(config.max_message_bytes);
+  options.max_header_bytes = static_cast<size_t>(config.max_metadata_bytes);
+  options.idle_timeout = config.http_idle_timeout;
+  options.render_error = [](absl::string_view path, int status, absl::string_view message) {
+    return http::ErrorResponse(http::FamilyOfPath(path), status, message);
+  };
+  DFLASH_ASSIGN_OR_RETURN(
+      http_listener_,
+      http::HttpListener::Start(
+          std::move(options),
+          [front = http_front_.get()](http::HttpRequest request, http::HttpResponder respond) {
+            front->Handle(std::move(request), std::move(respond));
+          }));
+  dflash::Log().info("HTTP/JSON routes on port {}", http_listener_->port());
+  return absl::OkStatus();
+}
+
 DrainResult ServingRuntime::Drain(absl::Duration grace) {
   DrainResult result;
   if (drained_) return result;
@@ -149,6 +179,8 @@ DrainResult ServingRuntime::Drain(absl::Duration grace) {
   if (server_ != nullptr) server_->GetHealthCheckService()->Shutdown();
   if (admission_ != nullptr) {
     admission_->StartDraining();
+    // New HTTP connections are refused; requests on open ones get 503 from admission.
+    if (http_listener_ != nullptr) http_listener_->StopAccepting();
     if (!admission_->WaitIdle(deadline, /*interruptible=*/true)) {
       // The grace period is over: what is still queued would keep the process past it.
       result.unavailable_at_deadline = catalog_.AbortQueuedAll(absl::UnavailableError(
@@ -167,6 +199,10 @@ DrainResult ServingRuntime::Drain(absl::Duration grace) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
     server_->Wait();
   }
+  // Every admitted HTTP request has its answer (or was counted above); as for gRPC, a short
+  // margin lets the last answers be written before the connections close.
+  if (http_listener_ != nullptr) http_listener_->WaitForAnswersSent(absl::Now() + absl::Seconds(1));
+  http_listener_.reset();
   metrics_server_.reset();
   return result;
 }

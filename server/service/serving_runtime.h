@@ -12,6 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/config/server_config.h"
+#include "server/http/http_front.h"
+#include "server/http/http_listener.h"
 #include "server/kserve/kserve_service.h"
 #include "server/metrics/metric_registry.h"
 #include "server/metrics/metrics_http_server.h"
@@ -59,6 +61,8 @@ class ServingRuntime {
   // The bound gRPC port (useful with "host:0") and the metrics port (0 when disabled).
   int port() const { return port_; }
   int metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+  // The bound HTTP/JSON port (0 when server.http_listen is off).
+  int http_port() const { return http_listener_ ? http_listener_->port() : 0; }
 
   // Graceful shutdown: health turns NOT_SERVING, new calls get UNAVAILABLE, and accepted requests
   // are answered as usual for up to `grace` (or until EndGracePeriod). Then whatever is still
@@ -76,6 +80,7 @@ class ServingRuntime {
  private:
   ServingRuntime() = default;
   absl::Status StartGrpc(const ServerConfig& config);
+  absl::Status StartHttp(const ServerConfig& config);
 
   // Declaration order is destruction order in reverse: the gRPC server goes first, the metrics
   // registry (read by the batchers' observers) last.
@@ -89,6 +94,8 @@ class ServingRuntime {
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<kserve::KserveService> kserve_service_;  // KServe v2, on the same port.
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<http::HttpFront> http_front_;
+  std::unique_ptr<http::HttpListener> http_listener_;
   std::unique_ptr<metrics::MetricsHttpServer> metrics_server_;
   int port_ = 0;
   bool drained_ = false;

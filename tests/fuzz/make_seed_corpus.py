@@ -229,6 +229,38 @@ def kserve_seeds():
           + field(5, field(1, "text") + field(2, "FP32") + field(3, 1)))
 
 
+def http_seeds():
+    """http_request_fuzz: one selector byte (0 TEI /embed, 1 /predict, 2 /rerank, 3 /tokenize,
+    4 /zero_shot, 5 OpenAI /v1/embeddings, 6 Cohere /v1/rerank, 7 the router on "METHOD path")
+    and the JSON body (or the request line)."""
+    t = "http_request_fuzz"
+    seeds = {
+        "embed.bin": (0, {"inputs": ["a", "b"], "normalize": False, "truncate": True,
+                          "truncation_direction": "Left", "dimensions": 8}),
+        "predict_single.bin": (1, {"inputs": "a text", "raw_scores": True}),
+        "predict_pair.bin": (1, {"inputs": ["a", "b"]}),
+        "predict_batch.bin": (1, {"inputs": [["a"], ["b", "c"]], "model": "demo"}),
+        "predict_inference_api.bin": (1, {"inputs": "x", "parameters": {
+            "top_k": 2, "function_to_apply": "sigmoid"}}),
+        "rerank.bin": (2, {"query": "q", "texts": ["d1", "d2"], "return_text": True}),
+        "tokenize.bin": (3, {"inputs": ["h\u00e9llo", ""], "add_special_tokens": False}),
+        "zero_shot.bin": (4, {"inputs": ["t"], "candidate_labels": ["x", "y"],
+                              "hypothesis_template": "It is {}.", "multi_label": True}),
+        "openai.bin": (5, {"model": "m", "input": ["a"], "encoding_format": "base64",
+                           "dimensions": 4, "user": "u"}),
+        "openai_tokens.bin": (5, {"input": [[1, 2], [3]]}),
+        "cohere.bin": (6, {"model": "m", "query": "q", "documents": ["a", {"text": "b"}],
+                           "top_n": 1, "return_documents": True}),
+    }
+    for name, (selector, body) in seeds.items():
+        write(t, name, bytes([selector]) + json.dumps(body).encode())
+    write(t, "malformed.bin", b"\x01{\"inputs\": [")
+    write(t, "nested.bin", b"\x00" + b"[" * 40 + b"]" * 40)
+    write(t, "route_model.bin", b"\x07POST /models/embed/embed")
+    write(t, "route_openai.bin", b"\x07GET /v1/models/x")
+    write(t, "route_bad.bin", b"\x07DELETE /models//")
+
+
 class _FakeTorch:
     """Stand-ins for the torch objects a state dict pickles, so that Python's own pickler writes
     data.pkl exactly as torch.save does (torch is not needed): storages pickle as torch's
@@ -478,5 +510,6 @@ if __name__ == "__main__":
     config_seeds()
     request_seeds()
     kserve_seeds()
+    http_seeds()
     torch_seeds()
     tokenizer_json_seeds()

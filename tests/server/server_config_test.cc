@@ -82,6 +82,8 @@ TEST(ServerConfigTest, MinimalConfigGetsEveryDefault) {
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->listen, "0.0.0.0:50051");
   EXPECT_EQ(config->metrics_listen, "0.0.0.0:9464");
+  EXPECT_EQ(config->http_listen, "");  // The HTTP routes are off unless configured.
+  EXPECT_EQ(config->http_idle_timeout, absl::Seconds(30));
   EXPECT_EQ(config->drain_grace_period, absl::Seconds(30));
   EXPECT_EQ(config->max_message_bytes, 16 << 20);
   EXPECT_EQ(config->worker_threads, 0);
@@ -484,6 +486,12 @@ TEST(ServerConfigErrorsTest, OutOfRangeValuesNameTheKeyAndHowToFixThem) {
       {ServerYaml("listen: 'localhost:http'"), {"server.listen", "0 to 65535"}},
       {ServerYaml("metrics_listen: 0.0.0.0:50051"),
        {"test.yaml:2:3", "server.metrics_listen", "uses port 50051 of server.listen"}},
+      {ServerYaml("http_listen: 0.0.0.0:9464"),
+       {"test.yaml:2:3", "server.http_listen", "uses port 9464 of 0.0.0.0:9464"}},
+      {ServerYaml("http_listen: 8080"), {"server.http_listen", "':<port>' part is missing"}},
+      {ServerYaml("http_listen: 127.0.0.1:8080\ntls:\n  client_ca_file: ca.pem"),
+       {"server.http_listen", "mutual TLS"}},
+      {ServerYaml("http_idle_timeout: 0s"), {"server.http_idle_timeout", "at least 1s"}},
       {ServerYaml("worker_threads: -2"), {"server.worker_threads", "one per core"}},
       {ServerYaml("max_inflight_requests: -1"), {"server.max_inflight_requests", "no limit"}},
       {ServerYaml("logging:\n  level: verbose"),
@@ -692,6 +700,15 @@ TEST(ServerConfigOverridesTest, IndexOnePastTheEndAppendsAModel) {
   ASSERT_EQ(config->models.size(), 2u);
   EXPECT_EQ(config->models[1].name, "second");
   EXPECT_EQ(config->models[1].path, "/models/second");
+}
+
+TEST(ServerConfigTest, HttpKeys) {
+  const absl::StatusOr<ServerConfig> config =
+      Parse(ServerYaml("http_listen: 127.0.0.1:8080\nhttp_idle_timeout: 5s"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->http_listen, "127.0.0.1:8080");
+  EXPECT_EQ(config->http_idle_timeout, absl::Seconds(5));
+  EXPECT_THAT(DescribeServerConfig(*config), HasSubstr("HTTP routes 127.0.0.1:8080"));
 }
 
 TEST(ServerConfigOverridesTest, EmptyValueIsTheEmptyStringAndNullIsTheWord) {

@@ -1,0 +1,49 @@
+// Text Embeddings Inference request bodies into dflash.v1 requests. The fields and input shapes
+// follow TEI 1.9: `inputs` as a string, a pair [string, string] (/predict) or a batch;
+// truncate, truncation_direction ("Left" / "Right"), normalize, dimensions, raw_scores,
+// return_text, add_special_tokens. Unset `truncate` means the model's configured default (TEI's
+// --auto-truncate). Extensions, in the same style: an optional `model` field (as the path prefix),
+// /zero_shot, and the Hugging Face Inference API form of / and /invocations for classifiers
+// (`parameters`: top_k, function_to_apply). Unknown fields are ignored, as TEI does.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "dflash/v1/dflash.pb.h"
+
+namespace dflash::http {
+
+namespace v1 = ::dflash::v1;
+
+struct TeiEmbed {
+  v1::EmbedRequest request;
+};
+struct TeiPredict {
+  v1::ClassifyRequest request;
+  bool batch = false;  // A batch answers a list per input; a single input its list alone.
+  // The Hugging Face Inference API form (a `parameters` object): always a list per input.
+  bool inference_api = false;
+};
+struct TeiRerank {
+  v1::RerankRequest request;
+  bool return_text = false;
+};
+struct TeiTokenize {
+  v1::TokenizeRequest request;
+  std::vector<std::string> texts;  // The inputs, to cut each token's text from.
+};
+struct TeiZeroShot {
+  v1::ZeroShotRequest request;
+  bool batch = false;
+};
+
+absl::StatusOr<TeiEmbed> ParseTeiEmbed(const nlohmann::json& body);
+absl::StatusOr<TeiPredict> ParseTeiPredict(const nlohmann::json& body);
+absl::StatusOr<TeiRerank> ParseTeiRerank(const nlohmann::json& body);
+absl::StatusOr<TeiTokenize> ParseTeiTokenize(const nlohmann::json& body);
+absl::StatusOr<TeiZeroShot> ParseTeiZeroShot(const nlohmann::json& body);
+
+}  // namespace dflash::http

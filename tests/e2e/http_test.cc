@@ -1,0 +1,585 @@
+// End-to-end HTTP/JSON front: the TEI, OpenAI and Cohere routes over real sockets against a
+// ServingRuntime, each answer checked against the dflash.v1 gRPC answer for the same input;
+// keep-alive; every error family's status and body; request smuggling, oversize bodies and slow
+// clients; API keys; overload (429) and draining (503); the protocol="http" metrics.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "tests/e2e/e2e_harness.h"
+#include "tests/e2e/http_client.h"
+
+namespace dflash::e2e {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+constexpr char kKey[] = "http-test-key-0123456789abcdef";
+
+ServerConfig HttpConfig(std::vector<ModelEntry> models) {
+  ServerConfig config = TestServerConfig(std::move(models));
+  config.http_listen = "127.0.0.1:0";
+  return config;
+}
+
+json Parse(const HttpAnswer& answer) {
+  return json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
+}
+
+class HttpTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<TinyModels>> models = WriteTinyModels();
+    ASSERT_TRUE(models.ok()) << models.status();
+    models_ = std::move(*models).release();
+    ServerConfig config = HttpConfig({TestModelEntry("demo", DemoModelDir()),
+                                      TestModelEntry("rerank", models_->rerank),
+                                      TestModelEntry("embed", models_->embed)});
+    config.max_message_bytes = 64 << 10;
+    absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(config);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server).release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete models_;
+    server_ = nullptr;
+    models_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    ASSERT_GT(server_->runtime().http_port(), 0);
+  }
+
+  static HttpClient Client() {
+    absl::StatusOr<HttpClient> client = HttpClient::Connect(server_->runtime().http_port());
+    EXPECT_TRUE(client.ok()) << client.status();
+    return *std::move(client);
+  }
+  static HttpAnswer Post(absl::string_view path, const json& body, absl::string_view headers = "") {
+    HttpClient client = Client();
+    absl::StatusOr<HttpAnswer> answer = client.Post(path, body.dump(), headers);
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.ok() ? *answer : HttpAnswer();
+  }
+  static HttpAnswer PostRaw(absl::string_view path, absl::string_view body) {
+    HttpClient client = Client();
+    absl::StatusOr<HttpAnswer> answer = client.Post(path, body);
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.ok() ? *answer : HttpAnswer();
+  }
+
+  static inline TinyModels* models_ = nullptr;
+  static inline TestServer* server_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Answers agree with dflash.v1.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(HttpTest, PredictMatchesClassify) {
+  v1::ClassifyRequest request;
+  request.set_model("demo");
+  request.add_inputs()->set_text("a man plays the guitar");
+  auto* pair = request.add_inputs();
+  pair->set_text("a premise");
+  pair->set_text_pair("a hypothesis");
+  v1::ClassifyResponse expected;
+  ASSERT_TRUE(server_->stub().Classify(NewContext().get(), request, &expected).ok());
+
+  // A single text: its label list alone (the default model serves /predict).
+  HttpAnswer single = Post("/predict", {{"inputs", "a man plays the guitar"}});
+  ASSERT_EQ(single.status, 200) << single.body;
+  json scores = Parse(single);
+  ASSERT_EQ(scores.size(), expected.results(0).scores_size());
+  for (int i = 0; i < expected.results(0).scores_size(); ++i) {
+    EXPECT_EQ(scores[i]["label"], expected.results(0).scores(i).label());
+    EXPECT_TRUE(Near(scores[i]["score"].get<double>(), expected.results(0).scores(i).score()));
+  }
+  // A batch of a text and a pair: one list each.
+  HttpAnswer batch =
+      Post("/models/demo/predict",
+           {{"inputs", {{"a man plays the guitar"}, {"a premise", "a hypothesis"}}}});
+  ASSERT_EQ(batch.status, 200) << batch.body;
+  json lists = Parse(batch);
+  ASSERT_EQ(lists.size(), 2u);
+  EXPECT_TRUE(Near(lists[1][0]["score"].get<double>(), expected.results(1).scores(0).score()));
+  // A pair alone: ["text", "pair"] is one input.
+  HttpAnswer one_pair = Post("/predict", {{"inputs", {"a premise", "a hypothesis"}}});
+  ASSERT_EQ(one_pair.status, 200) << one_pair.body;
+  EXPECT_TRUE(
+      Near(Parse(one_pair)[0]["score"].get<double>(), expected.results(1).scores(0).score()));
+  // raw_scores: the logits.
+  request.set_score_function(v1::SCORE_FUNCTION_RAW);
+  ASSERT_TRUE(server_->stub().Classify(NewContext().get(), request, &expected).ok());
+  HttpAnswer raw = Post("/predict", {{"inputs", "a man plays the guitar"}, {"raw_scores", true}});
+  EXPECT_TRUE(Near(Parse(raw)[0]["score"].get<double>(), expected.results(0).scores(0).score()));
+  // / and /invocations: the classifier's route; the Inference API form answers a list per input.
+  HttpAnswer task =
+      Post("/invocations", {{"inputs", "a man plays the guitar"}, {"parameters", {{"top_k", 1}}}});
+  ASSERT_EQ(task.status, 200) << task.body;
+  EXPECT_EQ(Parse(task).size(), 1u);
+  EXPECT_EQ(Parse(task)[0].size(), 1u);
+}
+
+TEST_F(HttpTest, EmbedAndOpenAiEmbeddingsMatchEmbed) {
+  v1::EmbedRequest request;
+  request.set_model("embed");
+  request.add_inputs("first text");
+  request.add_inputs("second text");
+  v1::EmbedResponse expected;
+  ASSERT_TRUE(server_->stub().Embed(NewContext().get(), request, &expected).ok());
+
+  HttpAnswer tei = Post("/models/embed/embed", {{"inputs", {"first text", "second text"}}});
+  ASSERT_EQ(tei.status, 200) << tei.body;
+  json vectors = Parse(tei);
+  ASSERT_EQ(vectors.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_EQ(vectors[i].size(), expected.embeddings(i).float32_values_size());
+    for (int k = 0; k < expected.embeddings(i).float32_values_size(); ++k) {
+      EXPECT_EQ(vectors[i][k].get<float>(), expected.embeddings(i).float32_values(k));
+    }
+  }
+  // The default model (demo) does not embed: 400 naming the model.
+  HttpAnswer wrong_task = Post("/embed", {{"inputs", "x"}});
+  EXPECT_EQ(wrong_task.status, 400);
+
+  HttpAnswer openai = Post("/v1/embeddings", {{"model", "embed"},
+                                              {"input", {"first text", "second text"}},
+                                              {"encoding_format", "base64"}});
+  ASSERT_EQ(openai.status, 200) << openai.body;
+  json body = Parse(openai);
+  EXPECT_EQ(body["object"], "list");
+  EXPECT_EQ(body["model"], "embed");
+  EXPECT_EQ(body["usage"]["prompt_tokens"].get<uint64_t>(), expected.metadata().tokens());
+  ASSERT_EQ(body["data"].size(), 2u);
+  std::string bytes;
+  ASSERT_TRUE(absl::Base64Unescape(body["data"][1]["embedding"].get<std::string>(), &bytes));
+  ASSERT_EQ(bytes.size(), 4u * expected.embeddings(1).float32_values_size());
+  for (int k = 0; k < expected.embeddings(1).float32_values_size(); ++k) {
+    float value;
+    std::memcpy(&value, bytes.data() + 4 * k, 4);
+    EXPECT_EQ(value, expected.embeddings(1).float32_values(k));
+  }
+  HttpAnswer floats = Post("/v1/embeddings", {{"model", "embed"}, {"input", "first text"}});
+  ASSERT_EQ(floats.status, 200) << floats.body;
+  EXPECT_EQ(Parse(floats)["data"][0]["embedding"][0].get<float>(),
+            expected.embeddings(0).float32_values(0));
+}
+
+TEST_F(HttpTest, RerankRoutesMatchRerank) {
+  v1::RerankRequest request;
+  request.set_model("rerank");
+  request.set_query("what is deep learning");
+  request.add_documents("deep learning is a kind of machine learning");
+  request.add_documents("the cat sat on the mat");
+  request.add_documents("neural networks with many layers");
+  request.set_return_documents(true);
+  v1::RerankResponse expected;
+  ASSERT_TRUE(server_->stub().Rerank(NewContext().get(), request, &expected).ok());
+  const json documents = {"deep learning is a kind of machine learning", "the cat sat on the mat",
+                          "neural networks with many layers"};
+
+  HttpAnswer tei =
+      Post("/models/rerank/rerank",
+           {{"query", "what is deep learning"}, {"texts", documents}, {"return_text", true}});
+  ASSERT_EQ(tei.status, 200) << tei.body;
+  json ranks = Parse(tei);
+  ASSERT_EQ(ranks.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(ranks[i]["index"].get<uint32_t>(), expected.results(i).index());
+    EXPECT_TRUE(Near(ranks[i]["score"].get<double>(), expected.results(i).score()));
+    EXPECT_EQ(ranks[i]["text"], expected.results(i).document());
+  }
+  // Cohere / Jina: documents as strings or {"text"} objects, top_n, relevance_score.
+  HttpAnswer cohere =
+      Post("/v1/rerank", {{"model", "rerank"},
+                          {"query", "what is deep learning"},
+                          {"documents", {documents[0], {{"text", documents[1]}}, documents[2]}},
+                          {"top_n", 2},
+                          {"return_documents", true}});
+  ASSERT_EQ(cohere.status, 200) << cohere.body;
+  json results = Parse(cohere)["results"];
+  ASSERT_EQ(results.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(results[i]["index"].get<uint32_t>(), expected.results(i).index());
+    EXPECT_TRUE(Near(results[i]["relevance_score"].get<double>(), expected.results(i).score()));
+    EXPECT_EQ(results[i]["document"]["text"], expected.results(i).document());
+  }
+  HttpAnswer v2 =
+      Post("/v2/rerank",
+           {{"model", "rerank"}, {"query", "what is deep learning"}, {"documents", documents}});
+  ASSERT_EQ(v2.status, 200) << v2.body;
+  EXPECT_FALSE(Parse(v2)["results"][0].contains("document"));
+}
+
+TEST_F(HttpTest, TokenizeZeroShotInfoAndModels) {
+  v1::TokenizeRequest request;
+  request.set_model("demo");
+  request.add_inputs()->set_text("héllo world");
+  v1::TokenizeResponse expected;
+  ASSERT_TRUE(server_->stub().Tokenize(NewContext().get(), request, &expected).ok());
+  HttpAnswer tokens = Post("/tokenize", {{"inputs", "héllo world"}});
+  ASSERT_EQ(tokens.status, 200) << tokens.body;
+  json list = Parse(tokens)[0];
+  ASSERT_EQ(list.size(), expected.encodings(0).tokens_size());
+  for (int i = 0; i < expected.encodings(0).tokens_size(); ++i) {
+    const v1::Token& token = expected.encodings(0).tokens(i);
+    EXPECT_EQ(list[i]["id"].get<int>(), token.id());
+    EXPECT_EQ(list[i]["special"].get<bool>(), token.special());
+    if (!token.special()) {
+      EXPECT_EQ(list[i]["start"].get<uint32_t>(), token.start());
+      EXPECT_EQ(list[i]["text"],
+                std::string("héllo world").substr(token.start(), token.end() - token.start()));
+    } else {
+      EXPECT_TRUE(list[i]["start"].is_null());
+    }
+  }
+
+  v1::ZeroShotRequest zero_shot;
+  zero_shot.set_model("demo");
+  zero_shot.add_texts("the game went to overtime");
+  zero_shot.add_candidate_labels("sports");
+  zero_shot.add_candidate_labels("politics");
+  v1::ZeroShotResponse labels;
+  ASSERT_TRUE(server_->stub().ZeroShot(NewContext().get(), zero_shot, &labels).ok());
+  HttpAnswer answer = Post("/zero_shot", {{"inputs", "the game went to overtime"},
+                                          {"candidate_labels", {"sports", "politics"}}});
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  EXPECT_EQ(Parse(answer)[0]["label"], labels.results(0).scores(0).label());
+  EXPECT_TRUE(Near(Parse(answer)[0]["score"].get<double>(), labels.results(0).scores(0).score()));
+
+  HttpClient client = Client();
+  absl::StatusOr<HttpAnswer> info = client.Get("/models/embed/info");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(Parse(*info)["model_id"], "embed");
+  EXPECT_EQ(Parse(*info)["model_type"]["embedding"]["pooling"], "mean");
+  info = client.Get("/info");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(Parse(*info)["model_type"]["classifier"]["id2label"].size(), 3u);
+  absl::StatusOr<HttpAnswer> models = client.Get("/v1/models");
+  ASSERT_TRUE(models.ok());
+  ASSERT_EQ(Parse(*models)["data"].size(), 3u);
+  EXPECT_EQ(Parse(*models)["data"][1]["id"], "rerank");
+  absl::StatusOr<HttpAnswer> model = client.Get("/v1/models/embed");
+  ASSERT_TRUE(model.ok());
+  EXPECT_EQ(Parse(*model)["id"], "embed");
+  absl::StatusOr<HttpAnswer> health = client.Get("/health");
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST_F(HttpTest, KeepAliveServesManyRequestsOnOneConnection) {
+  HttpClient client = Client();
+  for (int i = 0; i < 5; ++i) {
+    absl::StatusOr<HttpAnswer> answer =
+        client.Post("/predict", json{{"inputs", absl::StrCat("text ", i)}}.dump());
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 200);
+    EXPECT_EQ(answer->headers.count("connection"), 0u);
+  }
+  // A client error keeps the connection too.
+  absl::StatusOr<HttpAnswer> error = client.Post("/predict", "{}");
+  ASSERT_TRUE(error.ok());
+  EXPECT_EQ(error->status, 422);
+  absl::StatusOr<HttpAnswer> after = client.Post("/predict", R"({"inputs":"again"})");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->status, 200);
+}
+
+TEST_F(HttpTest, MetricsCountHttpRequests) {
+  const double before = ScrapeRegistry(server_->runtime(), "dflash_requests_total",
+                                       {{"protocol", "http"}, {"rpc", "Classify"}, {"code", "OK"}});
+  ASSERT_EQ(Post("/predict", {{"inputs", "counted"}}).status, 200);
+  EXPECT_EQ(ScrapeRegistry(server_->runtime(), "dflash_requests_total",
+                           {{"protocol", "http"}, {"rpc", "Classify"}, {"code", "OK"}}),
+            before + 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors: status and body per family.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(HttpTest, TeiErrors) {
+  struct Case {
+    std::string path;
+    std::string body;
+    int status;
+    std::string type;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"/predict", "{\"inputs\":", 400, "Validation", "invalid JSON"},
+      {"/predict", "[1,2]", 400, "Validation", "must be a JSON object"},
+      {"/predict", "", 400, "Validation", "no body"},
+      {"/predict", R"({"inputs":"a","inputs":"b"})", 400, "Validation", "duplicate key"},
+      {"/predict", "{}", 422, "Validation", "inputs: is required"},
+      {"/predict", R"({"inputs":5})", 422, "Validation", "inputs"},
+      {"/predict", R"({"inputs":[]})", 400, "Empty", "must not be empty"},
+      {"/predict", R"({"inputs":[["a","b","c"]]})", 422, "Validation", "inputs[0]"},
+      {"/predict", R"({"inputs":"a","truncate":"yes"})", 422, "Validation", "truncate"},
+      {"/predict", R"({"inputs":"a","truncation_direction":"Up"})", 422, "Validation",
+       "truncation_direction"},
+      {"/embed", R"({"inputs":["a",3],"model":"embed"})", 422, "Validation", "inputs[1]"},
+      {"/rerank", R"({"query":"q","model":"rerank"})", 422, "Validation", "texts: is required"},
+      {"/rerank", R"({"query":"q","texts":[],"model":"rerank"})", 400, "Empty", "texts"},
+      {"/models/nope/predict", R"({"inputs":"a"})", 404, "Validation", "not served"},
+      {"/predict", R"({"inputs":"a","model":"nope"})", 404, "Validation", "nope"},
+      {"/nowhere", "{}", 404, "Validation", "no route"},
+      {"/predict", R"({"inputs":"a","truncate":false,"model":"demo"})", 200, "", ""},
+  };
+  for (const Case& test : cases) {
+    SCOPED_TRACE(test.path + " " + test.body);
+    HttpAnswer answer = PostRaw(test.path, test.body);
+    EXPECT_EQ(answer.status, test.status) << answer.body;
+    if (test.status == 200) continue;
+    json body = Parse(answer);
+    EXPECT_EQ(body["error_type"], test.type);
+    EXPECT_THAT(body["error"].get<std::string>(), HasSubstr(test.message));
+  }
+  // A text over the model's maximum with truncate false: 422 naming the limit.
+  std::string long_text;
+  for (int i = 0; i < 200; ++i) absl::StrAppend(&long_text, "word ");
+  HttpAnswer too_long = Post("/predict", {{"inputs", long_text}, {"truncate", false}});
+  EXPECT_EQ(too_long.status, 422) << too_long.body;
+  HttpClient client = Client();
+  absl::StatusOr<HttpAnswer> wrong_method = client.Get("/predict");
+  ASSERT_TRUE(wrong_method.ok());
+  EXPECT_EQ(wrong_method->status, 405);
+  EXPECT_EQ(wrong_method->headers["allow"], "POST");
+}
+
+TEST_F(HttpTest, OpenAiAndCohereErrorShapes) {
+  HttpAnswer openai = PostRaw("/v1/embeddings", R"({"model":"missing","input":"x"})");
+  EXPECT_EQ(openai.status, 404);
+  json error = Parse(openai)["error"];
+  EXPECT_EQ(error["type"], "invalid_request_error");
+  EXPECT_EQ(error["code"], "model_not_found");
+  EXPECT_THAT(error["message"].get<std::string>(), HasSubstr("missing"));
+  HttpAnswer bad_format =
+      PostRaw("/v1/embeddings", R"({"model":"embed","input":"x","encoding_format":"int8"})");
+  EXPECT_EQ(bad_format.status, 400);
+  EXPECT_THAT(Parse(bad_format)["error"]["message"].get<std::string>(),
+              HasSubstr("encoding_format"));
+  HttpAnswer tokens = PostRaw("/v1/embeddings", R"({"model":"embed","input":[[1,2,3]]})");
+  EXPECT_EQ(tokens.status, 400);
+  EXPECT_THAT(Parse(tokens)["error"]["message"].get<std::string>(), HasSubstr("token-id"));
+
+  HttpAnswer cohere = PostRaw("/v1/rerank", R"({"model":"rerank","query":"q","documents":[7]})");
+  EXPECT_EQ(cohere.status, 400);
+  EXPECT_THAT(Parse(cohere)["message"].get<std::string>(), HasSubstr("documents[0]"));
+  HttpAnswer malformed = PostRaw("/v1/rerank", "not json");
+  EXPECT_EQ(malformed.status, 400);
+  EXPECT_TRUE(Parse(malformed).contains("message"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile clients.
+// ---------------------------------------------------------------------------------------------
+
+TEST_F(HttpTest, ConflictingFramingHeadersAreRefused) {
+  const std::vector<std::string> requests = {
+      "POST /predict HTTP/1.1\r\nHost: t\r\nContent-Length: 16\r\nTransfer-Encoding: "
+      "chunked\r\n\r\n0\r\n\r\nGET /info HTTP/1.1\r\n\r\n",
+      "POST /predict HTTP/1.1\r\nHost: t\r\nContent-Length: 15\r\nContent-Length: 3\r\n\r\n"
+      "{\"inputs\":\"a\"}",
+      "POST /predict HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+  };
+  for (const std::string& raw : requests) {
+    SCOPED_TRACE(raw);
+    HttpClient client = Client();
+    ASSERT_TRUE(client.SendRaw(raw).ok());
+    absl::StatusOr<HttpAnswer> answer = client.Read();
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 400);
+    EXPECT_THAT(answer->body, HasSubstr("malformed request"));
+    // The connection is closed: the smuggled request behind it is never served.
+    EXPECT_TRUE(client.WaitForClose());
+  }
+  // A chunked body alone is fine.
+  HttpClient client = Client();
+  ASSERT_TRUE(client
+                  .SendRaw("POST /predict HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                           "5\r\n{\"inp\r\na\r\nuts\":\"ok\"}\r\n0\r\n\r\n")
+                  .ok());
+  absl::StatusOr<HttpAnswer> answer = client.Read();
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->status, 200) << answer->body;
+}
+
+TEST_F(HttpTest, OversizeBodiesGet413) {
+  const std::string big(70 << 10, 'x');  // Over the 64 KiB max_message_bytes.
+  HttpClient declared = Client();
+  ASSERT_TRUE(declared
+                  .SendRaw(absl::StrCat("POST /predict HTTP/1.1\r\nHost: t\r\nContent-Length: ",
+                                        big.size(), "\r\n\r\n"))
+                  .ok());
+  absl::StatusOr<HttpAnswer> answer = declared.Read();
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->status, 413);
+  EXPECT_EQ(Parse(*answer)["error_type"], "Validation");
+
+  HttpClient chunked = Client();
+  ASSERT_TRUE(chunked
+                  .SendRaw(absl::StrCat("POST /v1/embeddings HTTP/1.1\r\nHost: t\r\n"
+                                        "Transfer-Encoding: chunked\r\n\r\n",
+                                        absl::Hex(big.size()), "\r\n", big, "\r\n0\r\n\r\n"))
+                  .ok());
+  answer = chunked.Read();
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->status, 413);
+  EXPECT_TRUE(Parse(*answer).contains("error"));  // OpenAI's shape for an OpenAI path.
+}
+
+TEST(HttpTimeoutTest, StalledClientsAreDisconnected) {
+  ServerConfig config = HttpConfig({TestModelEntry("demo", DemoModelDir())});
+  config.http_idle_timeout = absl::Seconds(1);
+  absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->runtime().http_port();
+  // Stalled in the headers, and stalled in the body.
+  for (const std::string& partial :
+       {std::string("POST /predict HTTP/1.1\r\nHost: t\r\nContent-Le"),
+        std::string("POST /predict HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n{\"in")}) {
+    absl::StatusOr<HttpClient> client = HttpClient::Connect(port);
+    ASSERT_TRUE(client.ok());
+    ASSERT_TRUE(client->SendRaw(partial).ok());
+    EXPECT_TRUE(client->WaitForClose());
+  }
+  // The server still serves.
+  absl::StatusOr<HttpClient> client = HttpClient::Connect(port);
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<HttpAnswer> answer = client->Post("/predict", R"({"inputs":"fine"})");
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->status, 200);
+}
+
+TEST(HttpAuthTest, ApiKeysApplyAsOnGrpc) {
+  ServerConfig config = HttpConfig({TestModelEntry("demo", DemoModelDir())});
+  config.auth.api_keys = {kKey};
+  absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<HttpClient> client = HttpClient::Connect((*server)->runtime().http_port());
+  ASSERT_TRUE(client.ok());
+  const std::string body = R"({"inputs":"x"})";
+  absl::StatusOr<HttpAnswer> missing = client->Post("/predict", body);
+  ASSERT_TRUE(missing.ok());
+  EXPECT_EQ(missing->status, 401);
+  EXPECT_THAT(missing->body, HasSubstr("missing API key"));
+  absl::StatusOr<HttpAnswer> wrong =
+      client->Post("/v1/embeddings", R"({"input":"x"})", "Authorization: Bearer wrong-key\r\n");
+  ASSERT_TRUE(wrong.ok());
+  EXPECT_EQ(wrong->status, 401);
+  EXPECT_EQ(Parse(*wrong)["error"]["code"], "invalid_api_key");
+  absl::StatusOr<HttpAnswer> good =
+      client->Post("/predict", body, absl::StrCat("Authorization: Bearer ", kKey, "\r\n"));
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(good->status, 200) << good->body;
+  absl::StatusOr<HttpAnswer> info = client->Get("/info");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->status, 401);
+  absl::StatusOr<HttpAnswer> health = client->Get("/health");  // Probes carry no key.
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST(HttpAdmissionTest, RequestTimeoutIsTheDeadline) {
+  auto control = std::make_shared<EngineControl>();
+  absl::StatusOr<std::unique_ptr<TestServer>> started =
+      TestServer::Start(HttpConfig({TestModelEntry("demo", DemoModelDir())}),
+                        GatedLoader({{"demo", control}}, InnerEngine::kNull));
+  ASSERT_TRUE(started.ok()) << started.status();
+  absl::StatusOr<HttpClient> client = HttpClient::Connect((*started)->runtime().http_port());
+  ASSERT_TRUE(client.ok());
+  absl::StatusOr<HttpAnswer> bad =
+      client->Post("/predict", R"({"inputs":"x"})", "X-Request-Timeout: soon\r\n");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->status, 422);
+  EXPECT_THAT(bad->body, HasSubstr("X-Request-Timeout"));
+
+  control->Close();
+  const int batches = control->batches();
+  const absl::Time sent = absl::Now();
+  ASSERT_TRUE(client
+                  ->SendRaw("POST /predict HTTP/1.1\r\nHost: t\r\nX-Request-Timeout: 0.05\r\n"
+                            "Content-Length: 14\r\n\r\n{\"inputs\":\"x\"}")
+                  .ok());
+  ASSERT_TRUE(control->WaitForBatches(batches + 1));
+  // Held in the engine past its deadline: answered 504 once the batch completes.
+  ASSERT_TRUE(PollUntil([&] { return absl::Now() > sent + absl::Milliseconds(100); },
+                        absl::Milliseconds(10)));
+  control->Open();
+  absl::StatusOr<HttpAnswer> late = client->Read();
+  ASSERT_TRUE(late.ok()) << late.status();
+  EXPECT_EQ(late->status, 504) << late->body;
+  EXPECT_EQ(Parse(*late)["error_type"], "Backend");
+}
+
+TEST(HttpAdmissionTest, OverloadGets429AndDrainingGets503) {
+  auto control = std::make_shared<EngineControl>();
+  ServerConfig config = HttpConfig({TestModelEntry("demo", DemoModelDir())});
+  config.max_inflight_requests = 1;
+  absl::StatusOr<std::unique_ptr<TestServer>> started =
+      TestServer::Start(config, GatedLoader({{"demo", control}}, InnerEngine::kNull));
+  ASSERT_TRUE(started.ok()) << started.status();
+  TestServer& server = **started;
+  const int port = server.runtime().http_port();
+
+  control->Close();
+  const int batches = control->batches();
+  absl::StatusOr<HttpClient> held = HttpClient::Connect(port);
+  ASSERT_TRUE(held.ok());
+  ASSERT_TRUE(held->SendRaw("POST /predict HTTP/1.1\r\nHost: t\r\nContent-Length: 17\r\n\r\n"
+                            "{\"inputs\":\"held\"}")
+                  .ok());
+  ASSERT_TRUE(control->WaitForBatches(batches + 1));
+
+  absl::StatusOr<HttpClient> second = HttpClient::Connect(port);
+  ASSERT_TRUE(second.ok());
+  absl::StatusOr<HttpAnswer> overloaded = second->Post("/predict", R"({"inputs":"more"})");
+  ASSERT_TRUE(overloaded.ok()) << overloaded.status();
+  EXPECT_EQ(overloaded->status, 429);
+  EXPECT_EQ(Parse(*overloaded)["error_type"], "Overloaded");
+  EXPECT_EQ(overloaded->headers["retry-after"], "1");
+
+  // Draining: requests on open connections get 503 (closing the connection), new connections
+  // are refused, and the held request is answered.
+  absl::StatusOr<HttpClient> idle = HttpClient::Connect(port);
+  ASSERT_TRUE(idle.ok());
+  ASSERT_EQ(idle->Get("/health")->status, 200);  // Accepted and kept alive.
+  int64_t unanswered = -1;
+  std::thread drain([&] { unanswered = server.runtime().Drain(absl::Seconds(30)).unanswered; });
+  bool unhealthy = false;
+  EXPECT_TRUE(PollUntil(
+      [&] {
+        absl::StatusOr<HttpAnswer> health = second->Get("/health");
+        unhealthy = health.ok() && health->status == 503;
+        return unhealthy || !health.ok();
+      },
+      absl::Milliseconds(10)));
+  EXPECT_TRUE(unhealthy);
+  // The listener stops accepting just after admission starts refusing.
+  EXPECT_TRUE(PollUntil([&] { return !HttpClient::Connect(port).ok(); }, absl::Milliseconds(10)))
+      << "the listener still accepts connections while draining";
+  absl::StatusOr<HttpAnswer> refused = idle->Post("/predict", R"({"inputs":"late"})");
+  EXPECT_TRUE(refused.ok()) << refused.status();
+  if (refused.ok()) {
+    EXPECT_EQ(refused->status, 503);
+    EXPECT_EQ(Parse(*refused)["error_type"], "Unhealthy");
+    EXPECT_EQ(refused->headers["connection"], "close");
+  }
+  control->Open();
+  absl::StatusOr<HttpAnswer> answered = held->Read();
+  drain.join();
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  EXPECT_EQ(answered->status, 200) << answered->body;
+  EXPECT_EQ(unanswered, 0);
+}
+
+}  // namespace
+}  // namespace dflash::e2e
