@@ -123,8 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (parsed.code() != absl::StatusCode::kInvalidArgument) Violation("parse error code");
     return 0;
   }
-  absl::StatusOr<serving::ServedModel*> model =
-      TheServer().catalog.Resolve(request.model_name());
+  absl::StatusOr<serving::ServedModel*> model = TheServer().catalog.Resolve(request.model_name());
   if (!model.ok()) {
     CheckError(model.status());
     return 0;

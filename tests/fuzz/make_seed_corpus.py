@@ -352,7 +352,7 @@ def torch_layout_zip(archive, records):
 
 
 def torch_state_dict():
-    """The state dict of tests/engine/torch_checkpoint_test.cc's PickleMatchesPythonsPickler: a
+    """The state dict of tests/engine/model/torch_checkpoint_test.cc's PickleMatchesPythonsPickler: a
     module's state_dict() (an OrderedDict with _metadata) with a shared storage and an offset
     view, plus an F16 storage."""
     floats = _Storage("FloatStorage", "0", f32(*[0.5 * i for i in range(6)]), 4)

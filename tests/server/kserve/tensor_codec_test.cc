@@ -1,5 +1,7 @@
 // The KServe tensor codec: BYTES inputs raw (length-prefixed) and typed, checked against their
 // shapes, and FP32 outputs raw (little-endian) and typed.
+#include "server/kserve/tensor_codec.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -7,8 +9,6 @@
 #include <limits>
 #include <string>
 #include <vector>
-
-#include "server/kserve/tensor_codec.h"
 
 namespace dflash::kserve {
 namespace {

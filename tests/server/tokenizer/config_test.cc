@@ -1,11 +1,10 @@
-#include "server/tokenizer/tokenizer_config.h"
-
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/tokenizer/tokenizer_config.h"
 #include "tests/server/scratch_directory.h"
 
 namespace dflash {

@@ -1,6 +1,7 @@
+#include "server/tokenizer/truncation.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/tokenizer/truncation.h"
 
 namespace dflash {
 namespace {

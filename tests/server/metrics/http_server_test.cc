@@ -1,5 +1,3 @@
-#include "server/metrics/metrics_http_server.h"
-
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,8 +13,9 @@
 #include <vector>
 
 #include "server/metrics/metric_registry.h"
+#include "server/metrics/metrics_http_server.h"
 #include "server/metrics/text_exposition.h"
-#include "tests/server/large_static_tls.h"
+#include "tests/server/metrics/large_static_tls.h"
 
 namespace dflash::metrics {
 namespace {

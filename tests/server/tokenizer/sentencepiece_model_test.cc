@@ -1,10 +1,11 @@
+#include "server/tokenizer/sentencepiece_model.h"
+
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/tokenizer/sentencepiece_model.h"
 #include "tests/server/scratch_directory.h"
 
 namespace dflash {

@@ -1,4 +1,4 @@
-#include "tests/server/large_static_tls.h"
+#include "tests/server/metrics/large_static_tls.h"
 
 namespace dflash::testing {
 

@@ -1,3 +1,5 @@
+#include "server/tokenizer/unicode_text.h"
+
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -10,7 +12,6 @@
 #include "engine/common/read_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/tokenizer/unicode_text.h"
 
 namespace dflash {
 namespace {

@@ -1,3 +1,5 @@
+#include "server/metrics/text_exposition.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -6,7 +8,6 @@
 #include <string>
 
 #include "server/metrics/metric_registry.h"
-#include "server/metrics/text_exposition.h"
 
 namespace dflash::metrics {
 namespace {
