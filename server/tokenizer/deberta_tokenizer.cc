@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/logging.h"
 #include "engine/common/status_macros.h"
+#include "server/tokenizer/encoding_template.h"
 #include "server/tokenizer/unicode_text.h"
 
 namespace dflash {
@@ -68,6 +69,7 @@ absl::StatusOr<std::unique_ptr<DebertaTokenizer>> DebertaTokenizer::Load(
   };
   tokenizer->cls_id_ = resolve(config.cls_token);
   tokenizer->sep_id_ = resolve(config.sep_token);
+  tokenizer->template_ = EncodingTemplate::ClsSep(tokenizer->cls_id_, tokenizer->sep_id_);
   tokenizer->pad_id_ = resolve(config.pad_token);
   tokenizer->unk_id_ = resolve(config.unk_token);
   tokenizer->mask_id_ = resolve(config.mask_token);
@@ -184,42 +186,7 @@ absl::StatusOr<TextTokens> DebertaTokenizer::EncodeCheckedText(absl::string_view
 absl::StatusOr<Encoding> DebertaTokenizer::Assemble(const TextTokens& first,
                                                     const TextTokens* second,
                                                     const TruncationOptions& truncation) const {
-  const std::optional<size_t> second_length =
-      second != nullptr ? std::optional<size_t>(second->ids.size()) : std::nullopt;
-  DFLASH_ASSIGN_OR_RETURN(const KeptLengths kept,
-                          ComputeTruncation(first.ids.size(), second_length, truncation));
-  Encoding encoding;
-  encoding.first_tokens_before_truncation = first.ids.size();
-  encoding.second_tokens_before_truncation = second_length.value_or(0);
-  encoding.truncated = kept.first < first.ids.size() || kept.second < second_length.value_or(0);
-  const size_t total = kept.first + kept.second + (second != nullptr ? 3 : 2);
-  encoding.ids.reserve(total);
-  encoding.token_type_ids.reserve(total);
-  encoding.special_tokens_mask.reserve(total);
-  encoding.sources.reserve(total);
-  encoding.offsets.reserve(total);
-
-  auto add = [&](int32_t id, int32_t type, TokenSource source, ByteSpan span) {
-    encoding.ids.push_back(id);
-    encoding.token_type_ids.push_back(type);
-    encoding.special_tokens_mask.push_back(source == TokenSource::kTemplate ? 1 : 0);
-    encoding.sources.push_back(source);
-    encoding.offsets.push_back(span);
-  };
-  auto add_text = [&](const TextTokens& tokens, size_t keep, int32_t type, TokenSource source) {
-    const size_t start =
-        truncation.side == TruncationSide::kLeft ? tokens.ids.size() - keep : size_t{0};
-    for (size_t i = start; i < start + keep; ++i)
-      add(tokens.ids[i], type, source, tokens.offsets[i]);
-  };
-  add(cls_id_, 0, TokenSource::kTemplate, {});
-  add_text(first, kept.first, 0, TokenSource::kFirst);
-  add(sep_id_, 0, TokenSource::kTemplate, {});
-  if (second != nullptr) {
-    add_text(*second, kept.second, 1, TokenSource::kSecond);
-    add(sep_id_, 1, TokenSource::kTemplate, {});
-  }
-  return encoding;
+  return AssembleEncoding(template_, first, second, truncation);
 }
 
 absl::StatusOr<Encoding> DebertaTokenizer::Encode(absl::string_view text,

@@ -46,6 +46,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/tokenizer/encoding_template.h"
 #include "server/tokenizer/pretokenizer.h"
 #include "server/tokenizer/sentencepiece_model.h"
 #include "server/tokenizer/tokenizer.h"
@@ -116,6 +117,7 @@ class DebertaTokenizer : public Tokenizer {
   int32_t unk_id_ = 3;
   int32_t mask_id_ = 0;
   int32_t vocab_size_ = 0;
+  EncodingTemplate template_;  // [CLS] A [SEP] / [CLS] A [SEP] B [SEP].
 };
 
 }  // namespace dflash

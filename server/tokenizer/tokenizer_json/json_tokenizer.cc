@@ -20,7 +20,6 @@ namespace {
 using tokenizer_json::AlignedText;
 using tokenizer_json::JsonNode;
 using tokenizer_json::ModelToken;
-using tokenizer_json::TemplatePiece;
 using tokenizer_json::TextSegment;
 
 // Larger inputs would overflow the 32-bit offsets of ByteSpan.
@@ -182,49 +181,7 @@ absl::StatusOr<TextTokens> JsonTokenizer::EncodeCheckedText(absl::string_view te
 
 absl::StatusOr<Encoding> JsonTokenizer::Assemble(const TextTokens& first, const TextTokens* second,
                                                  const TruncationOptions& truncation) const {
-  const std::optional<size_t> second_length =
-      second != nullptr ? std::optional<size_t>(second->ids.size()) : std::nullopt;
-  DFLASH_ASSIGN_OR_RETURN(const KeptLengths kept,
-                          ComputeTruncation(first.ids.size(), second_length, truncation,
-                                            template_.AddedTokens(second != nullptr)));
-  Encoding encoding;
-  encoding.first_tokens_before_truncation = first.ids.size();
-  encoding.second_tokens_before_truncation = second_length.value_or(0);
-  encoding.truncated = kept.first < first.ids.size() || kept.second < second_length.value_or(0);
-  const size_t total =
-      kept.first + kept.second + static_cast<size_t>(template_.AddedTokens(second != nullptr));
-  encoding.ids.reserve(total);
-  encoding.token_type_ids.reserve(total);
-  encoding.special_tokens_mask.reserve(total);
-  encoding.sources.reserve(total);
-  encoding.offsets.reserve(total);
-  auto add = [&](int32_t id, int32_t type, TokenSource source, ByteSpan span) {
-    encoding.ids.push_back(id);
-    encoding.token_type_ids.push_back(type);
-    encoding.special_tokens_mask.push_back(source == TokenSource::kTemplate ? 1 : 0);
-    encoding.sources.push_back(source);
-    encoding.offsets.push_back(span);
-  };
-  auto add_text = [&](const TextTokens& tokens, size_t keep, int32_t type, TokenSource source) {
-    const size_t start =
-        truncation.side == TruncationSide::kLeft ? tokens.ids.size() - keep : size_t{0};
-    for (size_t i = start; i < start + keep; ++i)
-      add(tokens.ids[i], type, source, tokens.offsets[i]);
-  };
-  for (const TemplatePiece& piece : second != nullptr ? template_.pair : template_.single) {
-    switch (piece.kind) {
-      case TemplatePiece::Kind::kSpecial:
-        for (const int32_t id : piece.ids) add(id, piece.type_id, TokenSource::kTemplate, {});
-        break;
-      case TemplatePiece::Kind::kFirst:
-        add_text(first, kept.first, piece.type_id, TokenSource::kFirst);
-        break;
-      case TemplatePiece::Kind::kSecond:
-        add_text(*second, kept.second, piece.type_id, TokenSource::kSecond);
-        break;
-    }
-  }
-  return encoding;
+  return AssembleEncoding(template_, first, second, truncation);
 }
 
 absl::StatusOr<Encoding> JsonTokenizer::Encode(absl::string_view text,

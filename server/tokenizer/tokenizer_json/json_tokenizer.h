@@ -85,7 +85,7 @@ class JsonTokenizer : public Tokenizer {
   std::unique_ptr<tokenizer_json::PreTokenizer> pre_tokenizer_;  // May be null.
   std::unique_ptr<tokenizer_json::UnigramModel> model_;
   std::unique_ptr<tokenizer_json::AddedVocabulary> added_;
-  tokenizer_json::TemplateProcessing template_;
+  EncodingTemplate template_;
   int32_t cls_id_ = -1;
   int32_t sep_id_ = -1;
   int32_t pad_id_ = -1;

@@ -69,30 +69,8 @@ absl::StatusOr<std::vector<TemplatePiece>> ParsePieces(
 
 }  // namespace
 
-int64_t TemplateProcessing::AddedTokens(bool is_pair) const {
-  int64_t count = 0;
-  for (const TemplatePiece& piece : is_pair ? pair : single) {
-    count += static_cast<int64_t>(piece.ids.size());
-  }
-  return count;
-}
-
-int32_t TemplateProcessing::FirstSpecialId() const {
-  for (const TemplatePiece& piece : single) {
-    if (!piece.ids.empty()) return piece.ids.front();
-  }
-  return -1;
-}
-
-int32_t TemplateProcessing::LastSpecialId() const {
-  for (auto it = single.rbegin(); it != single.rend(); ++it) {
-    if (!it->ids.empty()) return it->ids.back();
-  }
-  return -1;
-}
-
-absl::StatusOr<TemplateProcessing> ParseTemplateProcessing(const JsonNode& node, int64_t max_id) {
-  TemplateProcessing processing;
+absl::StatusOr<EncodingTemplate> ParseTemplateProcessing(const JsonNode& node, int64_t max_id) {
+  EncodingTemplate processing;
   if (node.IsNull()) return processing;
   DFLASH_ASSIGN_OR_RETURN(const std::string type, node.Type());
   if (type != "TemplateProcessing") {
