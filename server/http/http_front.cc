@@ -38,6 +38,7 @@ bool HasTask(const v1::ModelInfo& model, v1::Task task) {
 Endpoint TaskEndpoint(const v1::ModelInfo& model) {
   if (HasTask(model, v1::TASK_RERANK)) return Endpoint::kRerank;
   if (HasTask(model, v1::TASK_CLASSIFY)) return Endpoint::kPredict;
+  if (HasTask(model, v1::TASK_TOKEN_CLASSIFY)) return Endpoint::kTokenClassify;
   return Endpoint::kEmbed;
 }
 
@@ -264,6 +265,17 @@ void HttpFront::Infer(const RouteMatch& route, Endpoint endpoint, const HttpRequ
           },
           [](const v1::ZeroShotResponse& response, const TeiZeroShot& parsed) {
             return RenderTeiZeroShot(response, parsed.batch);
+          },
+          std::move(respond));
+      return;
+    case Endpoint::kTokenClassify:
+      Run<TeiTokenClassify, v1::TokenClassifyResponse>(
+          route.family, rpc, ParseTeiTokenClassify(*body), model, !route.model.empty(), request,
+          [this](TeiTokenClassify& parsed, CallContext call, auto responder) {
+            pipeline_.TokenClassify(parsed.request, std::move(call), std::move(responder));
+          },
+          [](const v1::TokenClassifyResponse& response, const TeiTokenClassify& parsed) {
+            return RenderTeiTokenClassify(response, parsed.batch);
           },
           std::move(respond));
       return;

@@ -22,6 +22,7 @@ constexpr RouteEntry kTeiRoutes[] = {
     {"/rerank", "POST", Endpoint::kRerank, ApiFamily::kTei},
     {"/tokenize", "POST", Endpoint::kTokenize, ApiFamily::kTei},
     {"/zero_shot", "POST", Endpoint::kZeroShot, ApiFamily::kTei},
+    {"/token_classify", "POST", Endpoint::kTokenClassify, ApiFamily::kTei},
     {"/invocations", "POST", Endpoint::kByTask, ApiFamily::kTei},
     {"/", "POST", Endpoint::kByTask, ApiFamily::kTei},
 };
@@ -80,6 +81,8 @@ absl::string_view EndpointRpc(Endpoint endpoint) {
       return "Tokenize";
     case Endpoint::kZeroShot:
       return "ZeroShot";
+    case Endpoint::kTokenClassify:
+      return "TokenClassify";
   }
   return "Unknown";
 }

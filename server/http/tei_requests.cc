@@ -109,6 +109,54 @@ absl::Status ReadInferenceParameters(const nlohmann::json& parameters, TeiPredic
   return absl::OkStatus();
 }
 
+// The token-classification options of `object` (the body or its `parameters`); `prefix` names
+// the object in errors.
+absl::Status ReadTokenClassifyOptions(const nlohmann::json& object, absl::string_view prefix,
+                                      v1::TokenClassifyRequest& request) {
+  DFLASH_ASSIGN_OR_RETURN(std::optional<std::string> strategy,
+                          ReadOptionalString(object, "aggregation_strategy"));
+  if (strategy.has_value()) {
+    const std::string lower = absl::AsciiStrToLower(*strategy);
+    if (lower == "none") {
+      request.set_aggregation(v1::AGGREGATION_STRATEGY_NONE);
+    } else if (lower == "simple") {
+      request.set_aggregation(v1::AGGREGATION_STRATEGY_SIMPLE);
+    } else if (lower == "first") {
+      request.set_aggregation(v1::AGGREGATION_STRATEGY_FIRST);
+    } else if (lower == "average") {
+      request.set_aggregation(v1::AGGREGATION_STRATEGY_AVERAGE);
+    } else if (lower == "max") {
+      request.set_aggregation(v1::AGGREGATION_STRATEGY_MAX);
+    } else {
+      return FieldError(absl::StrCat(prefix, "aggregation_strategy"),
+                        absl::StrCat("must be \"none\", \"simple\", \"first\", \"average\" "
+                                     "or \"max\", got \"",
+                                     *strategy, "\""));
+    }
+  }
+  // The pipeline's ignore_labels: [] leaves nothing out.
+  if (const auto ignore = object.find("ignore_labels");
+      ignore != object.end() && !ignore->is_null()) {
+    if (ignore->is_array() && ignore->empty()) {
+      request.clear_ignore_labels();
+      request.set_keep_all_labels(true);
+    } else {
+      DFLASH_ASSIGN_OR_RETURN(std::vector<std::string> labels,
+                              ReadStringArray(object, "ignore_labels"));
+      request.clear_ignore_labels();
+      request.set_keep_all_labels(false);
+      for (std::string& label : labels) request.add_ignore_labels(std::move(label));
+    }
+  }
+  // The pipeline's stride splits over-long texts into overlapping windows, which the server does
+  // not do: refused rather than silently answered differently.
+  if (const auto stride = object.find("stride"); stride != object.end() && !stride->is_null()) {
+    return FieldError(absl::StrCat(prefix, "stride"),
+                      "is not supported; over-long texts are truncated or refused (truncate)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TeiEmbed> ParseTeiEmbed(const nlohmann::json& body) {
@@ -188,6 +236,22 @@ absl::StatusOr<TeiZeroShot> ParseTeiZeroShot(const nlohmann::json& body) {
   DFLASH_ASSIGN_OR_RETURN(std::optional<uint32_t> top_k, ReadOptionalCount(body, "top_k"));
   if (top_k.has_value()) request.set_top_k(*top_k);
   return zero_shot;
+}
+
+absl::StatusOr<TeiTokenClassify> ParseTeiTokenClassify(const nlohmann::json& body) {
+  TeiTokenClassify token_classify;
+  v1::TokenClassifyRequest& request = token_classify.request;
+  DFLASH_RETURN_IF_ERROR(ReadCommon(body, request));
+  DFLASH_ASSIGN_OR_RETURN(TextList inputs, ReadTextList(body, "inputs"));
+  token_classify.batch = inputs.batch;
+  for (std::string& text : inputs.texts) request.add_inputs(std::move(text));
+  DFLASH_RETURN_IF_ERROR(ReadTokenClassifyOptions(body, "", request));
+  if (const auto parameters = body.find("parameters");
+      parameters != body.end() && !parameters->is_null()) {
+    if (!parameters->is_object()) return FieldError("parameters", "must be an object");
+    DFLASH_RETURN_IF_ERROR(ReadTokenClassifyOptions(*parameters, "parameters.", request));
+  }
+  return token_classify;
 }
 
 }  // namespace dflash::http

@@ -3,8 +3,9 @@
 // truncate, truncation_direction ("Left" / "Right"), normalize, dimensions, raw_scores,
 // return_text, add_special_tokens. Unset `truncate` means the model's configured default (TEI's
 // --auto-truncate). Extensions, in the same style: an optional `model` field (as the path prefix),
-// /zero_shot, and the Hugging Face Inference API form of / and /invocations for classifiers
-// (`parameters`: top_k, function_to_apply). Unknown fields are ignored, as TEI does.
+// /zero_shot, /token_classify, and the Hugging Face Inference API form of / and /invocations for
+// classifiers (`parameters`: top_k, function_to_apply) and token classifiers (`parameters`:
+// aggregation_strategy, ignore_labels). Unknown fields are ignored, as TEI does.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -39,11 +40,19 @@ struct TeiZeroShot {
   v1::ZeroShotRequest request;
   bool batch = false;
 };
+// /token_classify: aggregation_strategy ("none", "simple", "first", "average", "max"; unset: the
+// dflash.v1 default, none) and ignore_labels (unset: ["O"]; [] keeps every label), at the top
+// level or in a `parameters` object as the Hugging Face Inference API sends them.
+struct TeiTokenClassify {
+  v1::TokenClassifyRequest request;
+  bool batch = false;
+};
 
 absl::StatusOr<TeiEmbed> ParseTeiEmbed(const nlohmann::json& body);
 absl::StatusOr<TeiPredict> ParseTeiPredict(const nlohmann::json& body);
 absl::StatusOr<TeiRerank> ParseTeiRerank(const nlohmann::json& body);
 absl::StatusOr<TeiTokenize> ParseTeiTokenize(const nlohmann::json& body);
 absl::StatusOr<TeiZeroShot> ParseTeiZeroShot(const nlohmann::json& body);
+absl::StatusOr<TeiTokenClassify> ParseTeiTokenClassify(const nlohmann::json& body);
 
 }  // namespace dflash::http

@@ -20,6 +20,25 @@ nlohmann::json Scores(const google::protobuf::RepeatedPtrField<v1::LabelScore>& 
   return list;
 }
 
+// A token (aggregation none: it has a label id) or a group, as the pipeline writes them.
+nlohmann::json Entities(const google::protobuf::RepeatedPtrField<v1::TokenEntity>& entities) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const v1::TokenEntity& entity : entities) {
+    nlohmann::json item;
+    if (entity.has_label_id()) {
+      item = {{"entity", entity.label()}, {"index", entity.token_index()}};
+    } else {
+      item = {{"entity_group", entity.label()}};
+    }
+    item["score"] = JsonFloat(entity.score());
+    item["word"] = entity.word();
+    item["start"] = entity.char_start();
+    item["end"] = entity.char_end();
+    list.push_back(std::move(item));
+  }
+  return list;
+}
+
 }  // namespace
 
 std::string RenderTeiEmbed(const v1::EmbedResponse& response) {
@@ -81,6 +100,17 @@ std::string RenderTeiZeroShot(const v1::ZeroShotResponse& response, bool batch) 
   nlohmann::json list = nlohmann::json::array();
   for (const v1::ZeroShotResult& result : response.results()) {
     list.push_back(Scores(result.scores()));
+  }
+  return Dump(list);
+}
+
+std::string RenderTeiTokenClassify(const v1::TokenClassifyResponse& response, bool batch) {
+  if (!batch && response.results_size() == 1) {
+    return Dump(Entities(response.results(0).entities()));
+  }
+  nlohmann::json list = nlohmann::json::array();
+  for (const v1::TokenClassification& result : response.results()) {
+    list.push_back(Entities(result.entities()));
   }
   return Dump(list);
 }

@@ -1,10 +1,13 @@
 // End-to-end HTTP/JSON front: the TEI, OpenAI and Cohere routes over real sockets against a
 // ServingRuntime, each answer checked against the dflash.v1 gRPC answer for the same input;
-// keep-alive; every error family's status and body; request smuggling, oversize bodies and slow
+// /token_classify on the token-classification golden model; keep-alive; every error family's
+// status and body; request smuggling, oversize bodies and slow
 // clients; API keys; overload (429) and draining (503); the protocol="http" metrics.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -299,6 +302,198 @@ TEST_F(HttpTest, MetricsCountHttpRequests) {
   EXPECT_EQ(ScrapeRegistry(server_->runtime(), "dflash_requests_total",
                            {{"protocol", "http"}, {"rpc", "Classify"}, {"code", "OK"}}),
             before + 1);
+}
+
+// /token_classify: the NER golden model (tests/golden/models/ner, served first so that / and
+// /invocations stand for it) and the demo classifier, which has no token-classification head.
+class HttpTokenClassifyTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::filesystem::path source(DFLASH_SOURCE_DIR);
+    models_ = new test::ScopedTempDir();
+    const std::filesystem::path ner = models_->path() / "ner";
+    std::filesystem::create_directories(ner);
+    for (const char* name : {"config.json", "model.safetensors", "tokenizer_config.json"}) {
+      std::filesystem::copy_file(source / "tests/golden/models/ner" / name, ner / name);
+    }
+    std::filesystem::copy_file(source / "tests/golden/tokenizer/spm.model", ner / "spm.model");
+    std::ifstream goldens(source / "tests/golden/models/ner/pipeline_goldens.json");
+    const json cases = json::parse(goldens)["cases"];
+    texts_ = new std::vector<std::string>();
+    for (const json& item : cases) {
+      texts_->push_back(item["text"].get<std::string>());
+    }
+    absl::StatusOr<std::unique_ptr<TestServer>> server = TestServer::Start(
+        HttpConfig({TestModelEntry("ner", ner), TestModelEntry("demo", DemoModelDir())}));
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server).release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete models_;
+    delete texts_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(server_, nullptr); }
+
+  static HttpAnswer Post(absl::string_view path, const json& body) {
+    absl::StatusOr<HttpClient> client = HttpClient::Connect(server_->runtime().http_port());
+    EXPECT_TRUE(client.ok()) << client.status();
+    if (!client.ok()) return HttpAnswer();
+    absl::StatusOr<HttpAnswer> answer = client->Post(path, body.dump());
+    EXPECT_TRUE(answer.ok()) << answer.status();
+    return answer.ok() ? *answer : HttpAnswer();
+  }
+
+  static v1::TokenClassifyResponse Grpc(v1::TokenClassifyRequest request) {
+    request.set_model("ner");
+    v1::TokenClassifyResponse response;
+    const grpc::Status status =
+        server_->stub().TokenClassify(NewContext().get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response;
+  }
+
+  // The HTTP entities of one text equal the dflash.v1 ones, in the pipeline's field names.
+  static void ExpectSameEntities(const json& entities, const v1::TokenClassification& expected) {
+    ASSERT_TRUE(entities.is_array()) << entities.dump();
+    ASSERT_EQ(entities.size(), static_cast<size_t>(expected.entities_size())) << entities.dump();
+    for (int e = 0; e < expected.entities_size(); ++e) {
+      const v1::TokenEntity& want = expected.entities(e);
+      const json& got = entities[static_cast<size_t>(e)];
+      SCOPED_TRACE(got.dump());
+      if (want.has_label_id()) {
+        EXPECT_EQ(got["entity"], want.label());
+        EXPECT_EQ(got["index"].get<uint32_t>(), want.token_index());
+        EXPECT_FALSE(got.contains("entity_group"));
+      } else {
+        EXPECT_EQ(got["entity_group"], want.label());
+        EXPECT_FALSE(got.contains("entity"));
+        EXPECT_FALSE(got.contains("index"));
+      }
+      EXPECT_EQ(got["word"], want.word());
+      EXPECT_EQ(got["start"].get<uint32_t>(), want.char_start());
+      EXPECT_EQ(got["end"].get<uint32_t>(), want.char_end());
+      EXPECT_TRUE(Near(got["score"].get<double>(), want.score()));
+    }
+  }
+
+  static inline test::ScopedTempDir* models_ = nullptr;
+  static inline TestServer* server_ = nullptr;
+  static inline std::vector<std::string>* texts_ = nullptr;
+};
+
+TEST_F(HttpTokenClassifyTest, MatchesTokenClassifyPerStrategy) {
+  const std::pair<const char*, v1::AggregationStrategy> strategies[] = {
+      {"none", v1::AGGREGATION_STRATEGY_NONE},
+      {"simple", v1::AGGREGATION_STRATEGY_SIMPLE},
+      {"first", v1::AGGREGATION_STRATEGY_FIRST},
+      {"average", v1::AGGREGATION_STRATEGY_AVERAGE},
+      {"max", v1::AGGREGATION_STRATEGY_MAX}};
+  size_t entities = 0;
+  for (const auto& [name, strategy] : strategies) {
+    SCOPED_TRACE(name);
+    v1::TokenClassifyRequest request;
+    request.set_aggregation(strategy);
+    for (const std::string& text : *texts_) request.add_inputs(text);
+    const v1::TokenClassifyResponse expected = Grpc(request);
+    ASSERT_EQ(expected.results_size(), static_cast<int>(texts_->size()));
+    HttpAnswer answer =
+        Post("/token_classify", {{"inputs", *texts_}, {"aggregation_strategy", name}});
+    ASSERT_EQ(answer.status, 200) << answer.body;
+    const json lists = Parse(answer);
+    ASSERT_EQ(lists.size(), texts_->size());
+    for (size_t t = 0; t < texts_->size(); ++t) {
+      SCOPED_TRACE((*texts_)[t]);
+      ExpectSameEntities(lists[t], expected.results(static_cast<int>(t)));
+      entities += lists[t].size();
+    }
+  }
+  EXPECT_GT(entities, 0u);  // The fixture's texts have entities under every strategy.
+}
+
+TEST_F(HttpTokenClassifyTest, DefaultsIgnoreLabelsAndTheTaskRoutes) {
+  const std::string& text = (*texts_)[0];
+  // No aggregation_strategy: the dflash.v1 default; one text answers its list alone.
+  v1::TokenClassifyRequest request;
+  request.add_inputs(text);
+  const v1::TokenClassifyResponse plain = Grpc(request);
+  HttpAnswer answer = Post("/models/ner/token_classify", {{"inputs", text}});
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  ExpectSameEntities(Parse(answer), plain.results(0));
+
+  // ignore_labels [] keeps every label (keep_all_labels); a list is dflash.v1's ignore_labels.
+  request.set_aggregation(v1::AGGREGATION_STRATEGY_SIMPLE);
+  request.set_keep_all_labels(true);
+  const v1::TokenClassifyResponse all = Grpc(request);
+  answer = Post(
+      "/token_classify",
+      {{"inputs", text}, {"aggregation_strategy", "simple"}, {"ignore_labels", json::array()}});
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  ExpectSameEntities(Parse(answer), all.results(0));
+  EXPECT_GT(all.results(0).entities_size(), plain.results(0).entities_size());
+  request.set_keep_all_labels(false);
+  request.add_ignore_labels("O");
+  request.add_ignore_labels("PER");
+  const v1::TokenClassifyResponse some = Grpc(request);
+  answer = Post(
+      "/token_classify",
+      {{"inputs", {text}}, {"aggregation_strategy", "simple"}, {"ignore_labels", {"O", "PER"}}});
+  ASSERT_EQ(answer.status, 200) << answer.body;
+  ExpectSameEntities(Parse(answer)[0], some.results(0));
+
+  // / and /invocations on a token classifier: this route, in the Inference API form too.
+  request.clear_ignore_labels();
+  request.set_aggregation(v1::AGGREGATION_STRATEGY_FIRST);
+  const v1::TokenClassifyResponse first = Grpc(request);
+  for (const char* path : {"/", "/invocations", "/models/ner"}) {
+    SCOPED_TRACE(path);
+    answer = Post(path, {{"inputs", text}, {"parameters", {{"aggregation_strategy", "first"}}}});
+    ASSERT_EQ(answer.status, 200) << answer.body;
+    ExpectSameEntities(Parse(answer), first.results(0));
+  }
+}
+
+TEST_F(HttpTokenClassifyTest, Errors) {
+  const std::string& text = (*texts_)[0];
+  // A model without a token-classification head: 400, as every task mismatch.
+  HttpAnswer answer = Post("/models/demo/token_classify", {{"inputs", text}});
+  EXPECT_EQ(answer.status, 400) << answer.body;
+  EXPECT_THAT(Parse(answer)["error"].get<std::string>(),
+              HasSubstr("has no token-classification head"));
+  answer = Post("/token_classify", {{"inputs", text}, {"model", "demo"}});
+  EXPECT_EQ(answer.status, 400) << answer.body;
+  // Field errors: 422 Validation naming the field.
+  struct Case {
+    json body;
+    int status;
+    std::string type;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{{"inputs", text}, {"aggregation_strategy", "mean"}},
+       422,
+       "Validation",
+       "aggregation_strategy"},
+      {{{"inputs", text}, {"ignore_labels", "O"}}, 422, "Validation", "ignore_labels"},
+      {{{"inputs", text}, {"parameters", {{"stride", 8}}}}, 422, "Validation", "stride"},
+      {{{"inputs", json::array()}}, 400, "Empty", "inputs"},
+      {json::object(), 422, "Validation", "inputs: is required"},
+  };
+  for (const Case& test : cases) {
+    SCOPED_TRACE(test.body.dump());
+    answer = Post("/token_classify", test.body);
+    EXPECT_EQ(answer.status, test.status) << answer.body;
+    EXPECT_EQ(Parse(answer)["error_type"], test.type);
+    EXPECT_THAT(Parse(answer)["error"].get<std::string>(), HasSubstr(test.message));
+  }
+  // A text over the model's maximum with truncate false: 422, as on the other routes.
+  std::string long_text;
+  for (int i = 0; i < 600; ++i) absl::StrAppend(&long_text, "word ");
+  answer = Post("/token_classify", {{"inputs", long_text}, {"truncate", false}});
+  EXPECT_EQ(answer.status, 422) << answer.body;
+  answer = Post("/token_classify", {{"inputs", long_text}, {"truncate", true}});
+  EXPECT_EQ(answer.status, 200) << answer.body;
 }
 
 // ---------------------------------------------------------------------------------------------

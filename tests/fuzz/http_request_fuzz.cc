@@ -1,6 +1,7 @@
 // libFuzzer target: the HTTP front's request parsers and response renderers on arbitrary bytes.
 // The first byte picks the route (TEI /embed, /predict, /rerank, /tokenize, /zero_shot, OpenAI
-// /v1/embeddings, Cohere /v1/rerank, or the router itself on a method and path); the rest is the
+// /v1/embeddings, Cohere /v1/rerank, the router itself on a method and path, or
+// /token_classify); the rest is the
 // request body (or the path). Whatever the bytes: a refusal is INVALID_ARGUMENT with a message
 // that renders as a JSON error body of status 400 or 422 in every family; an accepted request is
 // a dflash.v1 message that serializes; a synthetic answer to it renders as JSON. Violations
@@ -71,7 +72,7 @@ void Run(const nlohmann::json& body, Parse parse, Answer answer) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const uint8_t selector = data[0] % 8;
+  const uint8_t selector = data[0] % 9;
   const absl::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (selector == 7) {  // The router: "<method> <path>".
     const size_t space = rest.find(' ');
@@ -159,6 +160,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                     }
                                     return http::RenderOpenAiEmbeddings(response, parsed.base64);
                                   });
+      break;
+    case 8:
+      Run<http::TeiTokenClassify>(
+          *body, http::ParseTeiTokenClassify, [](const http::TeiTokenClassify& parsed) {
+            // A token (label id set) and a group per text, with offsets past its end too.
+            v1::TokenClassifyResponse response;
+            for (const std::string& text : parsed.request.inputs()) {
+              auto* result = response.add_results();
+              auto* token = result->add_entities();
+              token->set_label(
+                  parsed.request.ignore_labels().empty() ? text : parsed.request.ignore_labels(0));
+              token->set_label_id(0);
+              token->set_token_index(1);
+              token->set_word(text);
+              token->set_char_end(static_cast<uint32_t>(text.size()));
+              auto* group = result->add_entities();
+              group->set_label(text.substr(0, 1));
+              group->set_word(text);
+              group->set_char_start(static_cast<uint32_t>(text.size()) + 1);
+              group->set_char_end(static_cast<uint32_t>(text.size()) + 2);
+            }
+            return http::RenderTeiTokenClassify(response, parsed.batch);
+          });
       break;
     default:
       Run<http::CohereRerank>(*body, http::ParseCohereRerank, [](const http::CohereRerank& parsed) {

@@ -231,8 +231,8 @@ def kserve_seeds():
 
 def http_seeds():
     """http_request_fuzz: one selector byte (0 TEI /embed, 1 /predict, 2 /rerank, 3 /tokenize,
-    4 /zero_shot, 5 OpenAI /v1/embeddings, 6 Cohere /v1/rerank, 7 the router on "METHOD path")
-    and the JSON body (or the request line)."""
+    4 /zero_shot, 5 OpenAI /v1/embeddings, 6 Cohere /v1/rerank, 7 the router on "METHOD path",
+    8 /token_classify) and the JSON body (or the request line)."""
     t = "http_request_fuzz"
     seeds = {
         "embed.bin": (0, {"inputs": ["a", "b"], "normalize": False, "truncate": True,
@@ -249,6 +249,10 @@ def http_seeds():
         "openai.bin": (5, {"model": "m", "input": ["a"], "encoding_format": "base64",
                            "dimensions": 4, "user": "u"}),
         "openai_tokens.bin": (5, {"input": [[1, 2], [3]]}),
+        "token_classify.bin": (8, {"inputs": ["Ada in London", "x"],
+                                   "aggregation_strategy": "simple", "ignore_labels": ["O"]}),
+        "token_classify_inference_api.bin": (8, {"inputs": "Z\u00fcrich", "parameters": {
+            "aggregation_strategy": "none", "ignore_labels": [], "stride": None}}),
         "cohere.bin": (6, {"model": "m", "query": "q", "documents": ["a", {"text": "b"}],
                            "top_n": 1, "return_documents": True}),
     }

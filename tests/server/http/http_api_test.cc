@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "server/http/cohere_rerank.h"
 #include "server/http/http_errors.h"
 #include "server/http/http_router.h"
@@ -45,6 +46,8 @@ TEST(HttpRouterTest, MatchesEveryRoute) {
       {"POST", "/rerank", Endpoint::kRerank, ApiFamily::kTei, ""},
       {"POST", "/tokenize", Endpoint::kTokenize, ApiFamily::kTei, ""},
       {"POST", "/zero_shot", Endpoint::kZeroShot, ApiFamily::kTei, ""},
+      {"POST", "/token_classify", Endpoint::kTokenClassify, ApiFamily::kTei, ""},
+      {"POST", "/models/ner/token_classify", Endpoint::kTokenClassify, ApiFamily::kTei, "ner"},
       {"POST", "/", Endpoint::kByTask, ApiFamily::kTei, ""},
       {"POST", "/invocations", Endpoint::kByTask, ApiFamily::kTei, ""},
       {"POST", "/models/m-1.x/embed", Endpoint::kEmbed, ApiFamily::kTei, "m-1.x"},
@@ -200,6 +203,68 @@ TEST(TeiRequestsTest, RerankTokenizeZeroShot) {
   EXPECT_FALSE(ParseTeiZeroShot(Body(R"({"inputs":"t"})")).ok());
 }
 
+TEST(TeiRequestsTest, TokenClassify) {
+  absl::StatusOr<TeiTokenClassify> parsed = ParseTeiTokenClassify(
+      Body(R"({"inputs":["a","b"],"aggregation_strategy":"Simple","ignore_labels":["O","MISC"],
+               "truncate":true,"truncation_direction":"Left","model":"ner"})"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->batch);
+  EXPECT_EQ(parsed->request.inputs_size(), 2);
+  EXPECT_EQ(parsed->request.aggregation(), v1::AGGREGATION_STRATEGY_SIMPLE);
+  EXPECT_THAT(parsed->request.ignore_labels(), ::testing::ElementsAre("O", "MISC"));
+  EXPECT_FALSE(parsed->request.keep_all_labels());
+  EXPECT_TRUE(parsed->request.truncate());
+  EXPECT_EQ(parsed->request.truncation_direction(), v1::TRUNCATION_DIRECTION_LEFT);
+  EXPECT_EQ(parsed->request.model(), "ner");
+
+  // Defaults: the dflash.v1 ones (aggregation unset, ignore_labels unset, so ["O"]).
+  parsed = ParseTeiTokenClassify(Body(R"({"inputs":"a"})"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FALSE(parsed->batch);
+  EXPECT_EQ(parsed->request.aggregation(), v1::AGGREGATION_STRATEGY_UNSPECIFIED);
+  EXPECT_EQ(parsed->request.ignore_labels_size(), 0);
+  EXPECT_FALSE(parsed->request.keep_all_labels());
+  EXPECT_FALSE(parsed->request.has_truncate());
+
+  // The Inference API form; an empty ignore_labels keeps every label, as the pipeline's.
+  parsed = ParseTeiTokenClassify(Body(
+      R"({"inputs":"a","parameters":{"aggregation_strategy":"max","ignore_labels":[],
+          "stride":null}})"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->request.aggregation(), v1::AGGREGATION_STRATEGY_MAX);
+  EXPECT_TRUE(parsed->request.keep_all_labels());
+  EXPECT_EQ(parsed->request.ignore_labels_size(), 0);
+  const std::pair<const char*, const char*> strategies[] = {
+      {"none", "1"}, {"first", "3"}, {"average", "4"}, {"AVERAGE", "4"}};
+  for (const auto& [name, number] : strategies) {
+    parsed = ParseTeiTokenClassify(
+        Body(absl::StrCat(R"({"inputs":"a","aggregation_strategy":")", name, R"("})")));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(absl::StrCat(static_cast<int>(parsed->request.aggregation())), number) << name;
+  }
+
+  const std::pair<const char*, const char*> errors[] = {
+      {R"({})", "inputs: is required"},
+      {R"({"inputs":[]})", "inputs: must not be empty"},
+      {R"({"inputs":"a","aggregation_strategy":"mean"})", "aggregation_strategy: must be"},
+      {R"({"inputs":"a","aggregation_strategy":3})", "aggregation_strategy"},
+      {R"({"inputs":"a","ignore_labels":"O"})", "ignore_labels"},
+      {R"({"inputs":"a","ignore_labels":["O",1]})", "ignore_labels[1]"},
+      {R"({"inputs":"a","parameters":[]})", "parameters: must be an object"},
+      {R"({"inputs":"a","parameters":{"aggregation_strategy":"x"}})",
+       "parameters.aggregation_strategy"},
+      {R"({"inputs":"a","parameters":{"stride":16}})", "parameters.stride: is not supported"},
+      {R"({"inputs":"a","truncation_direction":"Up"})", "truncation_direction"},
+  };
+  for (const auto& [body, message] : errors) {
+    SCOPED_TRACE(body);
+    parsed = ParseTeiTokenClassify(Body(body));
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(parsed.status().message(), HasSubstr(message));
+  }
+}
+
 TEST(TeiResponsesTest, Shapes) {
   v1::EmbedResponse embed;
   embed.add_embeddings()->add_float32_values(0.1f);
@@ -241,6 +306,37 @@ TEST(TeiResponsesTest, Shapes) {
   EXPECT_EQ(RenderTeiTokenize(tokens, request),
             R"([[{"id":1,"special":true,"start":null,"stop":null,"text":"[CLS]"},)"
             R"({"id":7,"special":false,"start":0,"stop":2,"text":"hi"}]])");
+
+  // Tokens (aggregation none) carry entity and index, groups entity_group; start/end are the
+  // code-point offsets.
+  v1::TokenClassifyResponse entities;
+  auto* token = entities.add_results()->add_entities();
+  token->set_label("B-LOC");
+  token->set_label_id(3);
+  token->set_token_index(2);
+  token->set_score(0.5f);
+  token->set_word("\xe2\x96\x81Z\xc3\xbcrich");
+  token->set_start(3);
+  token->set_end(11);
+  token->set_char_start(3);
+  token->set_char_end(10);
+  EXPECT_EQ(RenderTeiTokenClassify(entities, false),
+            "[{\"end\":10,\"entity\":\"B-LOC\",\"index\":2,\"score\":0.5,\"start\":3,"
+            "\"word\":\"\xe2\x96\x81Z\xc3\xbcrich\"}]");
+  auto* group = entities.add_results()->add_entities();
+  group->set_label("PER");
+  group->set_score(0.25f);
+  group->set_word("Ann");
+  group->set_char_start(0);
+  group->set_char_end(3);
+  EXPECT_EQ(RenderTeiTokenClassify(entities, true),
+            "[[{\"end\":10,\"entity\":\"B-LOC\",\"index\":2,\"score\":0.5,\"start\":3,"
+            "\"word\":\"\xe2\x96\x81Z\xc3\xbcrich\"}],"
+            R"([{"end":3,"entity_group":"PER","score":0.25,"start":0,"word":"Ann"}]])");
+  entities.clear_results();
+  entities.add_results();
+  EXPECT_EQ(RenderTeiTokenClassify(entities, false), "[]");
+  EXPECT_EQ(RenderTeiTokenClassify(entities, true), "[[]]");
 }
 
 TEST(OpenAiEmbeddingsTest, RequestAndResponse) {
