@@ -140,7 +140,7 @@ HttpOutcome HttpCaller::Exchange(int& fd, const HttpCall& call,
     };
     std::optional<HttpOutcome> outcome;
     size_t written = 0;
-    while (!outcome.has_value() && written < request.size()) {
+    while (!outcome.has_value() && fd >= 0 && written < request.size()) {
       const ssize_t n =
           ::send(fd, request.data() + written, request.size() - written, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
@@ -151,7 +151,7 @@ HttpOutcome HttpCaller::Exchange(int& fd, const HttpCall& call,
       written += static_cast<size_t>(n);
     }
     char buffer[16384];
-    while (!outcome.has_value()) {
+    while (!outcome.has_value() && fd >= 0) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0) {

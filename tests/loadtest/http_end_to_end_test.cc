@@ -119,6 +119,30 @@ TEST_F(HttpLoadTest, NonSuccessAnswersCountUnderTheirStatus) {
             std::string::npos);
 }
 
+// A kept-alive connection the server closed while idle is reopened, and its call still answered.
+TEST(HttpCallerTest, ReopensAConnectionTheServerClosedWhileIdle) {
+  e2e::ServerConfig config =
+      e2e::TestServerConfig({e2e::TestModelEntry("demo", e2e::DemoModelDir())});
+  config.http_listen = "127.0.0.1:0";
+  config.http_idle_timeout = absl::Seconds(1);
+  auto server = e2e::TestServer::Start(config, e2e::GatedLoader({}, e2e::InnerEngine::kNull));
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto caller =
+      HttpCaller::Create(absl::StrCat("127.0.0.1:", (*server)->runtime().http_port()), 1, "");
+  ASSERT_TRUE(caller.ok()) << caller.status();
+  const RequestGenerator generator =
+      MakeGenerator(R"({"rpc": "classify", "mix": [{"text_words": 4}]})");
+  LoadOptions options;
+  options.max_requests = 3;
+  options.timeout = absl::Seconds(30);
+  for (int run = 0; run < 2; ++run) {
+    if (run == 1) absl::SleepFor(absl::Seconds(3));  // Past the idle timeout.
+    absl::StatusOr<RunResult> result = RunLoad(options, generator, **caller);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->totals.measured.ok, 3) << "run " << run << ": " << ErrorCodes(result->totals);
+  }
+}
+
 TEST(HttpCallerTest, RefusesUnixSocketsAndReportsAClosedPort) {
   EXPECT_EQ(HttpCaller::Create("unix:/tmp/x.sock", 1, "").status().code(),
             absl::StatusCode::kInvalidArgument);
