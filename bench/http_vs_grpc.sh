@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
 # The HTTP/JSON front's cost against gRPC on the null engine (the server's own overhead): the same
-# 64-token single-text classification, closed loop at concurrency 1 (latency) and 16
-# (throughput), over gRPC with dflash-loadtest (loadtest/workloads/classify_64.json) and over
-# HTTP/1.1 keep-alive with wrk (POST /predict, 48 words of config/demo/corpus.txt: 62 text
-# tokens + [CLS] and [SEP], as the workload's texts), against one dflash-server started here on
-# 127.0.0.1. Writes the figures and their ratios to OUT (JSON).
+# workload (loadtest/workloads/classify_64.json, same seed, so the same texts: one 64-token text
+# per call), closed loop at concurrency 1 (latency) and 16 (throughput), both driven by
+# dflash-loadtest: --protocol=dflash over gRPC and --protocol=http (POST /predict over HTTP/1.1
+# keep-alive, one connection per worker) against one dflash-server started here on 127.0.0.1.
+# Rounds alternate the protocols so that a change of the machine's load hits both. Writes the
+# figures, their ratios and the load average to OUT (JSON).
 #
-# Usage: bench/http_vs_grpc.sh [BUILD_DIR] [SECONDS] [OUT]
-#   defaults: build, 20, bench/results/http-vs-grpc-null.json. Needs wrk (apt-get install wrk).
+# Usage: bench/http_vs_grpc.sh [BUILD_DIR] [SECONDS] [ROUNDS] [OUT]
+#   defaults: build, 15, 3, bench/results/http-vs-grpc-null.json.
 #   BUILD_DIR holds bin/{dflash-server,dflash-cli,dflash-loadtest} and demo-model/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-seconds=${2:-20}
-out=${3:-bench/results/http-vs-grpc-null.json}
+seconds=${2:-15}
+rounds=${3:-3}
+out=${4:-bench/results/http-vs-grpc-null.json}
 port=50161
 http_port=50162
 model_dir="$(cd "$build/demo-model" && pwd)"
 work=$(mktemp -d)
 trap 'kill -TERM "$server_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
-command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk" >&2; exit 2; }
 
 "$build/bin/dflash-server" --config=config/server.yaml \
   --set="models.demo.path=$model_dir,server.http_listen=127.0.0.1:$http_port" \
@@ -39,49 +40,60 @@ if [[ $healthy -ne 1 ]]; then
   exit 1
 fi
 
-text=$(tr -s ' \n' ' ' <config/demo/corpus.txt | cut -d' ' -f1-48 | sed 's/"/\\"/g')
-cat >"$work/predict.lua" <<LUA
-wrk.method = "POST"
-wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"inputs": "$text"}'
-LUA
-
-for concurrency in 1 16; do
-  echo "== gRPC, concurrency $concurrency"
-  "$build/bin/dflash-loadtest" --target=127.0.0.1:$port --workload=loadtest/workloads/classify_64.json \
-    --mode=closed --concurrency=$concurrency --channels=$((concurrency < 4 ? 1 : 4)) \
-    --duration="${seconds}s" --warmup=3s --report="$work/grpc-c$concurrency.json" >/dev/null 2>&1
-  echo "== HTTP, concurrency $concurrency"
-  wrk -t1 -c$concurrency -d3s -s "$work/predict.lua" "http://127.0.0.1:$http_port/predict" \
-    >/dev/null  # warm-up
-  wrk -t1 -c$concurrency -d"${seconds}s" --latency -s "$work/predict.lua" \
-    "http://127.0.0.1:$http_port/predict" >"$work/http-c$concurrency.txt"
+common=(--workload=loadtest/workloads/classify_64.json --mode=closed --duration="${seconds}s"
+        --warmup=3s --progress=0)
+cat /proc/loadavg >"$work/loadavg-start"
+for round in $(seq 1 "$rounds"); do
+  for concurrency in 1 16; do
+    echo "== round $round, concurrency $concurrency"
+    "$build/bin/dflash-loadtest" "${common[@]}" --target=127.0.0.1:$port --protocol=dflash \
+      --concurrency=$concurrency --channels=$((concurrency < 4 ? 1 : 4)) \
+      --report="$work/grpc-c$concurrency-$round.json" >/dev/null
+    "$build/bin/dflash-loadtest" "${common[@]}" --target=127.0.0.1:$http_port --protocol=http \
+      --concurrency=$concurrency --report="$work/http-c$concurrency-$round.json" >/dev/null
+  done
 done
+cat /proc/loadavg >"$work/loadavg-end"
 
-python3 - "$work" "$out" "$seconds" "$(nproc)" "$@" <<'PY'
-import json, re, sys
-work, out, seconds, cores = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+python3 - "$work" "$out" "$seconds" "$rounds" "$(nproc)" "$*" <<'PY'
+import json, statistics, sys
+work, out, seconds, rounds, cores, args = sys.argv[1:7]
+seconds, rounds = int(seconds), int(rounds)
 
-def millis(value, unit):
-    return float(value) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[unit]
+def figures(name):
+    report = json.load(open(f"{work}/{name}.json"))
+    return {"ok_per_s": round(report["measured"]["ok_rate_per_s"], 1),
+            "p50_ms": report["latency_ms"]["p50"], "p99_ms": report["latency_ms"]["p99"],
+            "errors": report["measured"]["errors"],
+            "errors_by_code": report["measured"]["errors_by_code"]}
 
-result = {"tool": "bench/http_vs_grpc.sh", "command": " ".join(["bench/http_vs_grpc.sh"] + sys.argv[5:]),
-          "engine": "null", "seconds": seconds, "cores": cores,
-          "workload": "classify_64: one 64-token text per call; HTTP: POST /predict", "runs": {}}
+result = {
+    "tool": "bench/http_vs_grpc.sh",
+    "command": f"bench/http_vs_grpc.sh {args}".strip(),
+    "generator": "dflash-loadtest for both: --protocol=dflash (gRPC, 1 channel at c1, 4 at c16) "
+                 "and --protocol=http (POST /predict, one keep-alive connection per worker)",
+    "engine": "null", "seconds_per_run": seconds, "warmup_s": 3, "rounds": rounds,
+    "cores": int(cores),
+    "workload": "loadtest/workloads/classify_64.json: one 64-token text per call, same seed",
+    "load_average_before": open(f"{work}/loadavg-start").read().split()[:3],
+    "load_average_after": open(f"{work}/loadavg-end").read().split()[:3],
+    "runs": {}}
 for concurrency in (1, 16):
-    grpc = json.load(open(f"{work}/grpc-c{concurrency}.json"))
-    text = open(f"{work}/http-c{concurrency}.txt").read()
-    p50 = re.search(r"50%\s+([\d.]+)(us|ms|s)\b", text)
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
-    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
-    http = {"ok_per_s": rps, "p50_ms": millis(*p50.groups()),
-            "non_2xx": int(errors.group(1)) if errors else 0}
-    grpc_run = {"ok_per_s": grpc["measured"]["ok_rate_per_s"], "p50_ms": grpc["latency_ms"]["p50"],
-                "errors": grpc["measured"]["errors"]}
+    per_round = []
+    for r in range(1, rounds + 1):
+        grpc, http = figures(f"grpc-c{concurrency}-{r}"), figures(f"http-c{concurrency}-{r}")
+        per_round.append({"round": r, "grpc": grpc, "http": http,
+                          "http_over_grpc_throughput": round(http["ok_per_s"] / grpc["ok_per_s"], 3),
+                          "http_minus_grpc_p50_ms": round(http["p50_ms"] - grpc["p50_ms"], 4)})
+    grpc_rate = sum(x["grpc"]["ok_per_s"] for x in per_round)
+    http_rate = sum(x["http"]["ok_per_s"] for x in per_round)
     result["runs"][f"c{concurrency}"] = {
-        "grpc": grpc_run, "http": http,
-        "http_over_grpc_throughput": http["ok_per_s"] / grpc_run["ok_per_s"],
-        "http_minus_grpc_p50_ms": http["p50_ms"] - grpc_run["p50_ms"]}
+        "rounds": per_round,
+        "http_over_grpc_throughput": round(http_rate / grpc_rate, 3),
+        "http_minus_grpc_p50_ms_median": round(
+            statistics.median(x["http_minus_grpc_p50_ms"] for x in per_round), 4)}
 json.dump(result, open(out, "w"), indent=2)
-print(json.dumps(result, indent=2))
+print(json.dumps({k: {"throughput_ratio": v["http_over_grpc_throughput"],
+                      "p50_diff_ms": v["http_minus_grpc_p50_ms_median"]}
+                  for k, v in result["runs"].items()}, indent=2))
 PY

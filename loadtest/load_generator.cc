@@ -15,6 +15,7 @@
 namespace dflash::loadtest {
 namespace {
 
+namespace v1 = ::dflash::v1;
 using std::chrono::nanoseconds;
 
 // The longest a sleeping sender or worker goes without checking LoadOptions::stop.
@@ -31,6 +32,8 @@ class Runner {
       : options_(options), generator_(generator) {
     for (const auto& channel : channels) callers_.push_back(std::make_unique<RpcCaller>(channel));
   }
+  Runner(const LoadOptions& options, const RequestGenerator& generator, HttpCaller& http)
+      : options_(options), generator_(generator), http_(&http) {}
 
   absl::StatusOr<RunResult> Run();
 
@@ -40,6 +43,8 @@ class Runner {
     grpc::ClientContext context;
     RpcRequest request;
     RpcResponse response;
+    // --protocol=http: the request as its TEI route's JSON, or why it cannot be sent.
+    absl::StatusOr<HttpCall> http = absl::UnknownError("not an HTTP call");
     Clock::time_point intended;
     bool measured = false;
     int64_t sequences = 0;
@@ -64,6 +69,7 @@ class Runner {
   const LoadOptions& options_;
   const RequestGenerator& generator_;
   std::vector<std::unique_ptr<RpcCaller>> callers_;
+  HttpCaller* http_ = nullptr;  // Set: calls go over HTTP instead of callers_.
   RunStats stats_;
 
   Clock::time_point start_;
@@ -94,6 +100,10 @@ std::unique_ptr<Runner::Call> Runner::Prepare(uint64_t index) const {
   call->index = index;
   call->request = generator_.Generate(index);
   call->sequences = SequencesOf(call->request);
+  if (http_ != nullptr) {
+    call->http = ToHttpCall(call->request);
+    return call;
+  }
   if (!options_.api_key.empty()) {
     call->context.AddMetadata("authorization", absl::StrCat("Bearer ", options_.api_key));
   }
@@ -114,6 +124,24 @@ void Runner::Start(std::unique_ptr<Call> call, Clock::time_point intended, bool 
   // Recorded before the call starts so that no progress line shows more answers than sends.
   stats_.RecordSend(measured, sent - intended);
   Call* raw = call.release();
+  if (http_ != nullptr) {
+    auto complete = [this, raw, done](const HttpOutcome& outcome) {
+      const Clock::time_point completed = Clock::now();
+      stats_.RecordCompletion(raw->measured, completed, outcome.ok, outcome.code, outcome.message,
+                              completed - raw->intended, v1::ResponseMetadata(), raw->sequences);
+      delete raw;
+      if (done != nullptr) done->Notify();
+      std::lock_guard<std::mutex> lock(mutex_);
+      --in_flight_;
+      changed_.notify_all();
+    };
+    if (!raw->http.ok()) {
+      complete(HttpOutcome{false, "INVALID_ARGUMENT", std::string(raw->http.status().message())});
+      return;
+    }
+    http_->Start(&*raw->http, absl::ToChronoNanoseconds(options_.timeout), std::move(complete));
+    return;
+  }
   callers_[raw->index % callers_.size()]->Start(
       &raw->context, &raw->request, &raw->response, [this, raw, done](grpc::Status status) {
         const Clock::time_point completed = Clock::now();
@@ -298,6 +326,13 @@ absl::StatusOr<RunResult> RunLoad(const LoadOptions& options, const RequestGener
   DFLASH_RETURN_IF_ERROR(ValidateLoadOptions(options));
   if (channels.empty()) return absl::InvalidArgumentError("no channel to send on");
   Runner runner(options, generator, channels);
+  return runner.Run();
+}
+
+absl::StatusOr<RunResult> RunLoad(const LoadOptions& options, const RequestGenerator& generator,
+                                  HttpCaller& http) {
+  DFLASH_RETURN_IF_ERROR(ValidateLoadOptions(options));
+  Runner runner(options, generator, http);
   return runner.Run();
 }
 

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "loadtest/arrival_schedule.h"
+#include "loadtest/http_caller.h"
 #include "loadtest/request_generator.h"
 #include "loadtest/run_stats.h"
 
@@ -40,7 +41,7 @@ struct LoadOptions {
   // Open loop: a sender that reaches this many unanswered calls waits (the wait counts as send
   // lag and latency), so a stalled server cannot make the generator allocate without bound.
   int64_t max_in_flight = 10000;
-  // When set, sent as "authorization: Bearer <api_key>".
+  // When set, sent as "authorization: Bearer <api_key>" (HTTP: the HttpCaller sends it).
   std::string api_key;
   // Interval of progress lines on stderr; zero: none.
   absl::Duration progress_interval = absl::ZeroDuration();
@@ -68,5 +69,11 @@ struct RunResult {
 // passed its deadline.
 absl::StatusOr<RunResult> RunLoad(const LoadOptions& options, const RequestGenerator& generator,
                                   const std::vector<std::shared_ptr<grpc::Channel>>& channels);
+
+// The same over HTTP/JSON (--protocol=http): each request goes to its TEI route through `http`'s
+// keep-alive connections; a non-2xx answer is an error counted as "HTTP_<status>". HTTP answers
+// carry no server timings, so the report's server_* figures stay zero.
+absl::StatusOr<RunResult> RunLoad(const LoadOptions& options, const RequestGenerator& generator,
+                                  HttpCaller& http);
 
 }  // namespace dflash::loadtest

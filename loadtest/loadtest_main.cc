@@ -1,6 +1,7 @@
-// dflash-loadtest: a gRPC load generator for the dflash.v1 API. Closed-loop concurrency or
-// open-loop (constant or Poisson) arrivals, latencies from the intended send time, a JSON report
-// and a summary table. It only ever targets this machine (see target_address.h).
+// dflash-loadtest: a load generator for the dflash.v1 API (gRPC; KServe v2 or HTTP/JSON with
+// --protocol). Closed-loop concurrency or open-loop (constant or Poisson) arrivals, latencies from
+// the intended send time, a JSON report and a summary table. It only ever targets this machine
+// (see target_address.h).
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -20,6 +21,8 @@
 #include "engine/common/status_macros.h"
 #include "loadtest/arrival_schedule.h"
 #include "loadtest/corpus.h"
+#include "loadtest/http_caller.h"
+#include "loadtest/http_request.h"
 #include "loadtest/load_generator.h"
 #include "loadtest/loopback_channels.h"
 #include "loadtest/report.h"
@@ -50,12 +53,15 @@ ABSL_FLAG(std::string, model, "", "Served model id; overrides the workload's mod
 ABSL_FLAG(std::string, report, "", "Write the JSON report to this file.");
 ABSL_FLAG(int, channels, 1,
           "gRPC channels (TCP connections); calls go round-robin over them. More than one helps "
-          "at high concurrency.");
+          "at high concurrency. --protocol=http: open-loop keep-alive connections (one call in "
+          "flight each); closed loops open one per worker.");
 ABSL_FLAG(int64_t, max_in_flight, 10000,
           "Open loop: most unanswered calls; the sender waits beyond it (reported as send lag).");
 ABSL_FLAG(std::string, protocol, "dflash",
-          "dflash (dflash.v1.InferenceService) or kserve (KServe v2 ModelInfer; classify "
-          "workloads: the same texts as raw BYTES tensors, the scores output).");
+          "dflash (dflash.v1.InferenceService), kserve (KServe v2 ModelInfer; classify "
+          "workloads: the same texts as raw BYTES tensors, the scores output) or http (the HTTP/"
+          "JSON front's TEI routes over HTTP/1.1 keep-alive: classify -> POST /predict, embed -> "
+          "POST /embed, rerank -> POST /rerank; --target is then the HTTP address).");
 ABSL_FLAG(std::string, api_key, "", "Send \"authorization: Bearer <key>\" with every call.");
 ABSL_FLAG(std::string, tls_ca, "", "TLS: PEM file of the CA that signed the server certificate.");
 ABSL_FLAG(std::string, tls_cert, "", "mTLS: PEM client certificate chain (with --tls_key).");
@@ -72,7 +78,8 @@ namespace dflash::loadtest {
 namespace {
 
 constexpr char kUsage[] =
-    R"(Load generator for the dflash.v1 gRPC API (DisentangledFlash Serve).
+    R"(Load generator for DisentangledFlash Serve: the dflash.v1 gRPC API, KServe v2 ModelInfer
+(--protocol=kserve) and the HTTP/JSON front's TEI routes (--protocol=http).
 
 Usage: dflash-loadtest --target=localhost:PORT --workload=FILE [--mode=...] [options]
 
@@ -120,6 +127,7 @@ struct Setup {
   LoadOptions options;
   std::unique_ptr<RequestGenerator> generator;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::unique_ptr<HttpCaller> http;  // --protocol=http, instead of channels.
 };
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials() {
@@ -156,8 +164,13 @@ absl::StatusOr<Setup> PrepareRun() {
   DFLASH_ASSIGN_OR_RETURN(Workload workload, LoadWorkloadFile(workload_path));
   if (!absl::GetFlag(FLAGS_model).empty()) workload.model = absl::GetFlag(FLAGS_model);
   const std::string protocol_name = absl::GetFlag(FLAGS_protocol);
-  if (protocol_name != "dflash" && protocol_name != "kserve") {
-    return absl::InvalidArgumentError("--protocol must be dflash or kserve");
+  if (protocol_name != "dflash" && protocol_name != "kserve" && protocol_name != "http") {
+    return absl::InvalidArgumentError("--protocol must be dflash, kserve or http");
+  }
+  const bool http = protocol_name == "http";
+  std::string http_path;
+  if (http) {
+    DFLASH_ASSIGN_OR_RETURN(http_path, HttpPathFor(workload.rpc));
   }
   const WireProtocol protocol =
       protocol_name == "kserve" ? WireProtocol::kKserve : WireProtocol::kDflash;
@@ -185,19 +198,31 @@ absl::StatusOr<Setup> PrepareRun() {
   if (corpus_path.empty()) corpus_path = DefaultCorpusPath();
   DFLASH_ASSIGN_OR_RETURN(Corpus corpus, Corpus::Load(corpus_path));
 
-  DFLASH_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials, MakeCredentials());
-  DFLASH_ASSIGN_OR_RETURN(setup.channels,
-                          MakeLoopbackChannels(setup.description.target, credentials, channel_count,
-                                               absl::GetFlag(FLAGS_tls_server_name)));
+  int connections = channel_count;
+  if (http) {
+    if (!absl::GetFlag(FLAGS_tls_ca).empty() || !absl::GetFlag(FLAGS_tls_cert).empty()) {
+      return absl::InvalidArgumentError("--protocol=http sends plaintext HTTP only (no TLS flags)");
+    }
+    if (options.process == ArrivalProcess::kClosedLoop) connections = options.concurrency;
+    DFLASH_ASSIGN_OR_RETURN(
+        setup.http, HttpCaller::Create(setup.description.target, connections, options.api_key));
+  } else {
+    DFLASH_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                            MakeCredentials());
+    DFLASH_ASSIGN_OR_RETURN(
+        setup.channels, MakeLoopbackChannels(setup.description.target, credentials, channel_count,
+                                             absl::GetFlag(FLAGS_tls_server_name)));
+  }
 
   setup.description.workload_path = workload_path;
   setup.description.workload_description = workload.description;
   setup.description.rpc = protocol == WireProtocol::kKserve
                               ? "kserve ModelInfer (classify)"
                               : std::string(RpcKindName(workload.rpc));
+  if (http) absl::StrAppend(&setup.description.rpc, " (http POST ", http_path, ")");
   setup.description.model = workload.model;
   setup.description.corpus = corpus_path;
-  setup.description.channels = channel_count;
+  setup.description.channels = connections;
   setup.generator = std::make_unique<RequestGenerator>(
       std::move(workload), std::make_shared<const Corpus>(std::move(corpus)), options.seed,
       protocol);
@@ -225,15 +250,19 @@ int Main(int argc, char** argv) {
     std::cerr << "dflash-loadtest: " << setup.status().message() << "\n";
     return kExitUsage;
   }
-  if (const absl::Status connected = ConnectChannels(setup->channels, setup->description.target,
-                                                     absl::GetFlag(FLAGS_connect_timeout));
+  if (const absl::Status connected =
+          setup->http != nullptr ? setup->http->Probe()
+                                 : ConnectChannels(setup->channels, setup->description.target,
+                                                   absl::GetFlag(FLAGS_connect_timeout));
       !connected.ok()) {
     std::cerr << "dflash-loadtest: " << connected.message() << "\n";
     return kExitFailure;
   }
   std::signal(SIGINT, OnInterrupt);
   std::signal(SIGTERM, OnInterrupt);
-  absl::StatusOr<RunResult> result = RunLoad(setup->options, *setup->generator, setup->channels);
+  absl::StatusOr<RunResult> result =
+      setup->http != nullptr ? RunLoad(setup->options, *setup->generator, *setup->http)
+                             : RunLoad(setup->options, *setup->generator, setup->channels);
   if (!result.ok()) {
     std::cerr << "dflash-loadtest: " << result.status().message() << "\n";
     return kExitFailure;

@@ -18,6 +18,14 @@ void RunStats::RecordCompletion(bool measured, Clock::time_point completed, grpc
                                 const std::string& message, std::chrono::nanoseconds latency,
                                 const dflash::v1::ResponseMetadata& metadata, int64_t sequences) {
   const bool ok = code == grpc::StatusCode::OK;
+  RecordCompletion(measured, completed, ok, ok ? std::string() : StatusCodeName(code), message,
+                   latency, metadata, sequences);
+}
+
+void RunStats::RecordCompletion(bool measured, Clock::time_point completed, bool ok,
+                                const std::string& error_code, const std::string& message,
+                                std::chrono::nanoseconds latency,
+                                const dflash::v1::ResponseMetadata& metadata, int64_t sequences) {
   (ok ? ok_ : errors_).fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mutex_);
   PhaseCounts& phase = measured ? totals_.measured : totals_.warmup;
@@ -33,9 +41,8 @@ void RunStats::RecordCompletion(bool measured, Clock::time_point completed, grpc
     return;
   }
   totals_.error_latency.Record(latency.count());
-  const std::string name = StatusCodeName(code);
-  ++totals_.errors_by_code[name];
-  totals_.first_error_message.emplace(name, message);
+  ++totals_.errors_by_code[error_code];
+  totals_.first_error_message.emplace(error_code, message);
 }
 
 RunTotals RunStats::Totals() const {

@@ -28,7 +28,8 @@ struct PhaseCounts {
 struct RunTotals {
   PhaseCounts warmup;
   PhaseCounts measured;
-  // Measured failed calls by gRPC status code name, and the first message seen for each code.
+  // Measured failed calls by gRPC status code name (HTTP: "HTTP_<status>"), and the first message
+  // seen for each code.
   std::map<std::string, int64_t> errors_by_code;
   std::map<std::string, std::string> first_error_message;
   // Measured successful calls: completion minus INTENDED send time (see LoadOptions).
@@ -55,6 +56,11 @@ class RunStats {
   // `metadata` and `sequences` are only read when `code` is OK.
   void RecordCompletion(bool measured, Clock::time_point completed, grpc::StatusCode code,
                         const std::string& message, std::chrono::nanoseconds latency,
+                        const dflash::v1::ResponseMetadata& metadata, int64_t sequences);
+  // The same for any protocol: a failure is counted under `error_code` ("HTTP_503").
+  void RecordCompletion(bool measured, Clock::time_point completed, bool ok,
+                        const std::string& error_code, const std::string& message,
+                        std::chrono::nanoseconds latency,
                         const dflash::v1::ResponseMetadata& metadata, int64_t sequences);
 
   // For progress lines: calls sent, answered OK and failed so far (both phases).
