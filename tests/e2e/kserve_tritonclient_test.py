@@ -145,7 +145,9 @@ def main():
     port = free_port()
     address = f"127.0.0.1:{port}"
     server = subprocess.Popen(
-        [args.server, f"--config={args.config}", f"--set=models.demo.path={args.model_dir}",
+        # One BLAS thread: OpenBLAS's own threads are invisible to the ThreadSanitizer build.
+        [args.server, f"--config={args.config}",
+         f"--set=models.demo.path={args.model_dir},models.demo.cpu_threads=1",
          f"--listen={address}", "--metrics_listen=off", "--backend=cpu"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
