@@ -113,7 +113,8 @@ class InferencePipelineTest : public ::testing::Test {
   void SetUp() override { Build(InferencePipeline::kDefaultMaxResponseBytes); }
 
   void Build(size_t max_response_bytes) {
-    pipeline_.reset();
+    StopServing();
+    pool_ = std::make_unique<WorkerPool>(2);
     catalog_ = std::make_unique<ModelCatalog>();
     absl::StatusOr<std::unique_ptr<DebertaTokenizer>> tokenizer =
         DebertaTokenizer::Load(DemoModelDir());
@@ -141,11 +142,18 @@ class InferencePipelineTest : public ::testing::Test {
       log_->sequences.clear();  // The warm-up batch.
     }
     pipeline_ = std::make_unique<InferencePipeline>(
-        *catalog_, pool_, metrics_.get(), ServerIdentity{"test", "r"}, max_response_bytes);
+        *catalog_, *pool_, metrics_.get(), ServerIdentity{"test", "r"}, max_response_bytes);
   }
 
-  void TearDown() override {
+  void TearDown() override { StopServing(); }
+
+  // In the server's order: the tokenization pool finishes its tasks (which submit to the batchers)
+  // before the batchers stop, and both before the models go.
+  void StopServing() {
+    pipeline_.reset();
+    pool_.reset();
     if (catalog_ != nullptr) catalog_->ShutdownAll();
+    catalog_.reset();
   }
 
   // Runs Classify and waits for its one answer; counts the answers. std::mutex and
@@ -201,7 +209,7 @@ class InferencePipelineTest : public ::testing::Test {
   metrics::Registry registry_;
   std::unique_ptr<ServiceMetrics> metrics_ = *ServiceMetrics::Create(registry_, "test", "r");
   std::shared_ptr<ScriptedEngine::Log> log_ = std::make_shared<ScriptedEngine::Log>();
-  WorkerPool pool_{2};
+  std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<ModelCatalog> catalog_;
   std::unique_ptr<InferencePipeline> pipeline_;
   std::unique_ptr<DebertaTokenizer> reference_;
