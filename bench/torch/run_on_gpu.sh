@@ -35,12 +35,17 @@ section_install() {
       2> /dev/null; then
     echo "dflash_torch already installed in $site"; return 0
   fi
-  if [[ -x /usr/local/cuda/bin/nvcc ]] && compgen -G ".whl/torch-build/scikit_build_core-*" \
-      > /dev/null; then
+  local host_build_deps=0
+  python3 -c "import scikit_build_core, cmake, ninja" 2> /dev/null && host_build_deps=1
+  if [[ -x /usr/local/cuda/bin/nvcc ]] && { (( host_build_deps )) || \
+      compgen -G ".whl/torch-build/scikit_build_core-*" > /dev/null; }; then
     echo "== pip install ./python (from source: nvcc $(/usr/local/cuda/bin/nvcc --version | \
       grep -o 'release [0-9.]*'))"
-    python3 -m pip install -q --no-index --find-links .whl/torch-build --target "$work/build-deps" \
-      scikit-build-core cmake ninja || return 1
+    # The build backend and tools come from the host's Python where it has them, else the wheels.
+    if (( ! host_build_deps )); then
+      python3 -m pip install -q --no-index --find-links .whl/torch-build \
+        --target "$work/build-deps" scikit-build-core cmake ninja || return 1
+    fi
     local start=$SECONDS
     PATH="$work/build-deps/bin:$PATH" PYTHONPATH="$work/build-deps:$PYTHONPATH" \
       CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install --no-deps --no-build-isolation \
@@ -80,8 +85,10 @@ section_hub() {
   echo "== Hub layout through the kernels package"
   if ! python3 -c "import kernels" 2> /dev/null; then
     compgen -G ".whl/torch-hub/kernels-*" > /dev/null || { echo "kernels not carried"; return 0; }
-    python3 -m pip install -q --no-index --find-links .whl/torch-hub --target "$work/hub-site" \
-      kernels==0.17.2 || return 1
+    # kernels and tomlkit alone: its other needs are on the host, and sigstore (signature
+    # verification of downloads) is not imported by a local load.
+    python3 -m pip install -q --no-index --no-deps --target "$work/hub-site" \
+      .whl/torch-hub/kernels-*.whl .whl/torch-hub/tomlkit-*.whl || return 1
   fi
   PYTHONPATH="$PYTHONPATH:$work/hub-site" python3 python/tools/check_hub_layout.py \
     --library "$site/dflash_torch/libdflash_attention.so" --device cuda 2>&1 | \
