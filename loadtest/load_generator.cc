@@ -122,7 +122,7 @@ void Runner::Start(std::unique_ptr<Call> call, Clock::time_point intended, bool 
   call->context.set_deadline(std::chrono::system_clock::now() +
                              absl::ToChronoNanoseconds(options_.timeout));
   // Recorded before the call starts so that no progress line shows more answers than sends.
-  stats_.RecordSend(measured, sent - intended);
+  stats_.RecordSend(measured, intended, sent);
   Call* raw = call.release();
   if (http_ != nullptr) {
     auto complete = [this, raw, done](const HttpOutcome& outcome) {
@@ -209,12 +209,15 @@ absl::Status Runner::RunOpenLoop() {
       if (StopRequested()) break;
       std::this_thread::sleep_for(std::min<Clock::duration>(intended - now, kStopPollInterval));
     }
+    bool waited = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       while (in_flight_ >= options_.max_in_flight && !StopRequested()) {
+        waited = true;
         changed_.wait_for(lock, kStopPollInterval);
       }
     }
+    if (waited && measured) stats_.RecordMaxInFlightWait();
     if (StopRequested()) {
       MarkSendingStopped(Clock::now());
       return absl::OkStatus();
@@ -282,6 +285,10 @@ absl::StatusOr<RunResult> Runner::Run() {
   result.interrupted = StopRequested();
   if (result.totals.last_measured_completion > warmup_end_) {
     result.measured_seconds = Seconds(result.totals.last_measured_completion - warmup_end_);
+  }
+  if (result.totals.last_measured_send > warmup_end_) {
+    result.scheduled_send_seconds = Seconds(result.totals.last_measured_intended - warmup_end_);
+    result.actual_send_seconds = Seconds(result.totals.last_measured_send - warmup_end_);
   }
   return result;
 }

@@ -60,6 +60,10 @@ struct RunResult {
   double send_seconds = 0.0;
   // Seconds from the end of the warm-up until the last measured answer: the throughput window.
   double measured_seconds = 0.0;
+  // Open loop: seconds from the end of the warm-up until the last measured call was due, and
+  // until it was actually sent. Their ratio is the pace the generator kept (1: on schedule).
+  double scheduled_send_seconds = 0.0;
+  double actual_send_seconds = 0.0;
   // Sending was cut short by LoadOptions::stop.
   bool interrupted = false;
 };

@@ -15,6 +15,9 @@ using json = nlohmann::ordered_json;
 constexpr int kReportVersion = 1;
 // A send lag worth a note under the table: beyond timer and scheduling noise.
 constexpr double kNotableSendLagMs = 1.0;
+// Limits of a schedule that was kept (JudgeSchedule).
+constexpr double kKeptPaceFraction = 0.98;
+constexpr double kKeptSendLagP99Ms = 10.0;
 
 double Rate(int64_t count, double seconds) {
   return seconds > 0.0 ? static_cast<double>(count) / seconds : 0.0;
@@ -49,6 +52,26 @@ json HistogramJson(const LatencyHistogram& histogram) {
               {"p99", ms(histogram.ValueAtPercentile(99.0))},
               {"p99_9", ms(histogram.ValueAtPercentile(99.9))},
               {"max", ms(histogram.max())}};
+}
+
+ScheduleVerdict JudgeSchedule(double scheduled_seconds, double actual_seconds,
+                              double send_lag_p99_ms, int64_t max_in_flight_waits,
+                              int64_t max_in_flight) {
+  const double pace = actual_seconds > 0.0 ? scheduled_seconds / actual_seconds : 1.0;
+  if (pace >= kKeptPaceFraction && send_lag_p99_ms <= kKeptSendLagP99Ms) return {};
+  ScheduleVerdict verdict;
+  verdict.kept = false;
+  if (max_in_flight_waits > 0) {
+    verdict.cause = absl::StrFormat(
+        "%d sends waited because %d calls were unanswered (--max_in_flight): the server answered "
+        "slower than the offered rate",
+        max_in_flight_waits, max_in_flight);
+  } else {
+    verdict.cause =
+        "the generator's sending thread ran late: give dflash-loadtest more cores (its own, "
+        "apart from the server's), more --channels, or split the rate over several generators";
+  }
+  return verdict;
 }
 
 json ReportJson(const RunDescription& description, const LoadOptions& options,
@@ -90,6 +113,8 @@ json ReportJson(const RunDescription& description, const LoadOptions& options,
       {"elapsed_s", result.measured_seconds},
       {"offered_rate_per_s", open_loop ? json(options.rate) : json(nullptr)},
       {"sent_rate_per_s", Rate(measured.sent, result.send_seconds)},
+      {"actual_sent_rate_per_s",
+       open_loop ? json(Rate(measured.sent, result.actual_send_seconds)) : json(nullptr)},
       {"ok_rate_per_s", Rate(measured.ok, result.measured_seconds)},
       {"completion_rate_per_s", Rate(completed, result.measured_seconds)},
       {"sequences", totals.sequences},
@@ -97,6 +122,23 @@ json ReportJson(const RunDescription& description, const LoadOptions& options,
       {"server_tokens", totals.server_tokens},
       {"server_tokens_per_s", Rate(totals.server_tokens, result.measured_seconds)},
   };
+  json schedule = nullptr;
+  if (open_loop && measured.sent > 0) {
+    const double lag_p99_ms =
+        Milliseconds(static_cast<double>(totals.send_lag.ValueAtPercentile(99.0)));
+    const ScheduleVerdict verdict =
+        JudgeSchedule(result.scheduled_send_seconds, result.actual_send_seconds, lag_p99_ms,
+                      totals.max_in_flight_waits, options.max_in_flight);
+    schedule = {
+        {"kept", verdict.kept},
+        {"pace", result.actual_send_seconds > 0.0
+                     ? result.scheduled_send_seconds / result.actual_send_seconds
+                     : 1.0},
+        {"send_lag_p99_ms", lag_p99_ms},
+        {"max_in_flight_waits", totals.max_in_flight_waits},
+        {"cause", verdict.kept ? json(nullptr) : json(verdict.cause)},
+    };
+  }
   return json{
       {"tool", "dflash-loadtest"},
       {"report_version", kReportVersion},
@@ -107,6 +149,7 @@ json ReportJson(const RunDescription& description, const LoadOptions& options,
       {"warmup",
        {{"sent", totals.warmup.sent}, {"ok", totals.warmup.ok}, {"errors", totals.warmup.errors}}},
       {"measured", measured_json},
+      {"schedule", schedule},
       {"latency_ms", HistogramJson(totals.latency)},
       {"error_latency_ms", HistogramJson(totals.error_latency)},
       {"send_lag_ms", HistogramJson(totals.send_lag)},
@@ -155,6 +198,18 @@ std::string SummaryTable(const json& report) {
     absl::StrAppend(&out, absl::StrFormat("\nnote: the generator fell behind its schedule by up to "
                                           "%.3f ms (max send lag); latencies include it\n",
                                           max_lag));
+  }
+  const json& schedule = report["schedule"];
+  if (schedule.is_object() && !schedule.value("kept", true)) {
+    absl::StrAppend(
+        &out, absl::StrFormat(
+                  "\nWARNING: the offered rate was NOT sent: %s calls/s actually went out against "
+                  "%s offered (%.1f%% of the schedule's pace, send lag p99 %.3f ms). Cause: %s. "
+                  "The latencies above include the lag; this run does not measure the server at "
+                  "the offered rate.\n",
+                  Number(measured, "actual_sent_rate_per_s"),
+                  Number(measured, "offered_rate_per_s"), 100.0 * schedule.value("pace", 0.0),
+                  schedule.value("send_lag_p99_ms", 0.0), schedule.value("cause", std::string())));
   }
   const json& errors = measured["errors_by_code"];
   if (!errors.empty()) {

@@ -6,12 +6,20 @@
 
 namespace dflash::loadtest {
 
-void RunStats::RecordSend(bool measured, std::chrono::nanoseconds send_lag) {
+void RunStats::RecordSend(bool measured, Clock::time_point intended, Clock::time_point sent) {
   sent_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mutex_);
   PhaseCounts& phase = measured ? totals_.measured : totals_.warmup;
   ++phase.sent;
-  if (measured) totals_.send_lag.Record(send_lag.count());
+  if (!measured) return;
+  totals_.send_lag.Record(std::chrono::nanoseconds(sent - intended).count());
+  totals_.last_measured_intended = std::max(totals_.last_measured_intended, intended);
+  totals_.last_measured_send = std::max(totals_.last_measured_send, sent);
+}
+
+void RunStats::RecordMaxInFlightWait() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++totals_.max_in_flight_waits;
 }
 
 void RunStats::RecordCompletion(bool measured, Clock::time_point completed, grpc::StatusCode code,

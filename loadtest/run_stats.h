@@ -46,13 +46,21 @@ struct RunTotals {
   int64_t sequences = 0;
   // Completion time of the last measured call; time_point{} when none completed.
   Clock::time_point last_measured_completion{};
+  // Open loop: the latest intended and actual send times of measured calls (time_point{} when
+  // none was sent), and how many measured sends waited because --max_in_flight calls were
+  // unanswered. Together they say whether the generator kept to its schedule, and why not.
+  Clock::time_point last_measured_intended{};
+  Clock::time_point last_measured_send{};
+  int64_t max_in_flight_waits = 0;
 };
 
 // Thread-safe accumulator. Counters for progress lines are atomics; everything else is guarded by
 // one mutex, which costs far less than the gRPC call it is recorded for.
 class RunStats {
  public:
-  void RecordSend(bool measured, std::chrono::nanoseconds send_lag);
+  void RecordSend(bool measured, Clock::time_point intended, Clock::time_point sent);
+  // A measured open-loop send that had to wait for answers (LoadOptions::max_in_flight).
+  void RecordMaxInFlightWait();
   // `metadata` and `sequences` are only read when `code` is OK.
   void RecordCompletion(bool measured, Clock::time_point completed, grpc::StatusCode code,
                         const std::string& message, std::chrono::nanoseconds latency,

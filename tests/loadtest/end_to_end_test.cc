@@ -222,6 +222,57 @@ TEST(EndToEndTest, OpenLoopWarmupIsSentButExcluded) {
   EXPECT_NEAR(report["measured"]["sent_rate_per_s"].get<double>(), 500.0, 1e-6);
 }
 
+TEST(EndToEndTest, OpenLoopReportsAScheduleItCouldNotKeep) {
+  // Every call hangs until its 200 ms deadline and at most 2 may be unanswered, so 10 calls due
+  // 1 ms apart go out about 200 ms apart in pairs: the sender waits at the cap.
+  FakeServer server(FakeServiceOptions{.hang_every = 1});
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  LoadOptions options = OpenLoop(ArrivalProcess::kConstant, 1000.0, 10);
+  options.timeout = absl::Milliseconds(200);
+  options.max_in_flight = 2;
+  auto result = RunLoad(options, generator, Channels(server));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->totals.measured.sent, 10);
+  EXPECT_GT(result->totals.max_in_flight_waits, 0);
+  EXPECT_GT(result->actual_send_seconds, result->scheduled_send_seconds);
+
+  const nlohmann::ordered_json report = ReportJson(Describe(server), options, *result);
+  const nlohmann::ordered_json& schedule = report["schedule"];
+  ASSERT_TRUE(schedule.is_object());
+  EXPECT_FALSE(schedule["kept"].get<bool>());
+  EXPECT_LT(schedule["pace"].get<double>(), 0.98);
+  EXPECT_NE(schedule["cause"].get<std::string>().find("--max_in_flight"), std::string::npos);
+  EXPECT_LT(report["measured"]["actual_sent_rate_per_s"].get<double>(),
+            report["measured"]["offered_rate_per_s"].get<double>());
+  EXPECT_NE(SummaryTable(report).find("WARNING: the offered rate was NOT sent"), std::string::npos);
+}
+
+TEST(EndToEndTest, ClosedLoopReportsNoSchedule) {
+  FakeServer server;
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  const LoadOptions options = ClosedLoop(1, 3);
+  auto result = RunLoad(options, generator, Channels(server));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const nlohmann::ordered_json report = ReportJson(Describe(server), options, *result);
+  EXPECT_TRUE(report["schedule"].is_null());
+  EXPECT_TRUE(report["measured"]["actual_sent_rate_per_s"].is_null());
+  EXPECT_EQ(SummaryTable(report).find("WARNING"), std::string::npos);
+}
+
+TEST(JudgeScheduleTest, KeptOnlyAtPaceAndWithSmallLag) {
+  EXPECT_TRUE(JudgeSchedule(10.0, 10.05, 0.5, 0, 100).kept);
+  EXPECT_TRUE(JudgeSchedule(0.0, 0.0, 0.0, 0, 100).kept);  // Nothing measured was late.
+  const ScheduleVerdict slow = JudgeSchedule(10.0, 11.0, 0.5, 0, 100);
+  EXPECT_FALSE(slow.kept);
+  EXPECT_NE(slow.cause.find("sending thread"), std::string::npos);
+  const ScheduleVerdict laggy = JudgeSchedule(10.0, 10.0, 25.0, 0, 100);
+  EXPECT_FALSE(laggy.kept);
+  const ScheduleVerdict capped = JudgeSchedule(10.0, 20.0, 900.0, 7, 100);
+  EXPECT_FALSE(capped.kept);
+  EXPECT_NE(capped.cause.find("7 sends waited because 100 calls were unanswered"),
+            std::string::npos);
+}
+
 TEST(EndToEndTest, ClosedLoopBoundedByDuration) {
   FakeServer server;
   const RequestGenerator generator = MakeGenerator(kClassify);
