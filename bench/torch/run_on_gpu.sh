@@ -83,7 +83,8 @@ section_tests() {
 
 section_hub() {
   echo "== Hub layout through the kernels package"
-  if ! python3 -c "import kernels" 2> /dev/null; then
+  # From another folder: the checkout's own kernels/ would import as a namespace package.
+  if ! (cd /tmp && python3 -c "import kernels.layer") 2> /dev/null; then
     compgen -G ".whl/torch-hub/kernels-*" > /dev/null || { echo "kernels not carried"; return 0; }
     # kernels and tomlkit alone: its other needs are on the host, and sigstore (signature
     # verification of downloads) is not imported by a local load.
@@ -119,7 +120,8 @@ section_decisions() {
   models_and_pairs v3-base
   echo "== MNLI-like decision parity (v3-base, fp16, batch 8)"
   python3 bench/torch/mnli_decisions.py --model "$work/models/v3-base" \
-    --pairs "$work/mnli_like.jsonl" --batch 8 --out "$results/mnli-decisions.json" 2>&1 | tail -4
+    --pairs "$work/mnli_like.jsonl" --batch 8 --out "$results/mnli-decisions.json" \
+    --logits "$results/mnli-decisions-logits.npz" 2>&1 | tail -4
 }
 
 section_speed() {

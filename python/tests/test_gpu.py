@@ -239,18 +239,35 @@ class OptimizeDebertaOnGpuTest(unittest.TestCase):
                 self.assertLessEqual(ours_error, max(1.5 * stock_error, 1e-3), str(dtype))
 
     def test_compile_and_cuda_graphs_give_the_same_outputs(self):
-        model = random_model(dtype=torch.float16)
-        dflash_torch.optimize_deberta(model, fallback="error")
+        torch._dynamo.reset()  # Four compiles of one forward: start from no cached graphs.
         ids, mask = random_batch([64, 64, 40, 17])
+        # float32: inductor's fused kernels round as eager does to about 1e-6, so a real
+        # difference (a wrong stride, a stale graph input) shows.
+        model = random_model(dtype=torch.float32)
+        dflash_torch.optimize_deberta(model, fallback="error")
         with torch.no_grad():
             eager = model(input_ids=ids, attention_mask=mask).logits
             compiled = torch.compile(model, fullgraph=True)
             self.assertLess(relative_l2(compiled(input_ids=ids, attention_mask=mask).logits,
-                                        eager), 1e-3)
+                                        eager), 1e-5)
             graphed = torch.compile(model, mode="reduce-overhead", fullgraph=True)
             for _ in range(3):  # warm-up, record, replay
                 got = graphed(input_ids=ids, attention_mask=mask).logits.clone()
-            self.assertLess(relative_l2(got, eager), 1e-3)
+            self.assertLess(relative_l2(got, eager), 1e-5)
+        # float16: inductor also reorders the half-precision arithmetic around attention, so the
+        # patched model may drift from its eager self as much as the stock model drifts from its
+        # own (twice that, floor 1e-3), no more.
+        stock = random_model(dtype=torch.float16)
+        model = copy.deepcopy(stock)
+        dflash_torch.optimize_deberta(model, fallback="error")
+        with torch.no_grad():
+            drifts = []
+            for candidate in (stock, model):
+                eager = candidate(input_ids=ids, attention_mask=mask).logits
+                compiled = torch.compile(candidate, fullgraph=True)
+                drifts.append(relative_l2(compiled(input_ids=ids, attention_mask=mask).logits,
+                                          eager))
+            self.assertLess(drifts[1], max(2 * drifts[0], 1e-3), drifts)
 
     def test_fallbacks_on_gpu(self):
         model = random_model()

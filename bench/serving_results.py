@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Joins the reports of bench/serving_on_gpu.sh into its results of record.
+
+    python3 bench/serving_results.py --dir OUT --gpu NAME --server-cores 0-11 --load-cores 12-15 \
+        --command "..."
+
+Writes DIR/h200-serving.json (per server binary: the engine's offline tokens/s, the concurrency-1
+p50, closed-loop throughput, the Poisson sweep and the highest rate whose p99 <= 50 ms with no
+errors and the schedule kept, with served_over_engine and the server's CPU microseconds per call)
+and DIR/h200-protocols.json (the MNLI mix through dflash.v1, HTTP and KServe at one load).
+"""
+import argparse
+import datetime
+import glob
+import json
+import os
+import re
+
+P99_LIMIT_MS = 50.0
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def cpu_us_per_call(report_path, report):
+    """The server's CPU time over a run (utime + stime) per call answered in it, warm-up included."""
+    cpu_path = report_path[: -len(".json")] + ".cpu"
+    if not os.path.exists(cpu_path):
+        return None
+    before, after, ticks_per_s = (float(v) for v in open(cpu_path).read().split())
+    calls = (report["warmup"]["ok"] + report["warmup"]["errors"] + report["measured"]["completed"])
+    return round((after - before) / ticks_per_s * 1e6 / calls, 1) if calls else None
+
+
+def row(report_path):
+    report = read_json(report_path)
+    measured = report["measured"]
+    schedule = report.get("schedule") or {}
+    return {
+        "ok_per_s": round(measured["ok_rate_per_s"], 1),
+        "server_tokens_per_s": round(measured["server_tokens_per_s"]),
+        "p50_ms": report["latency_ms"]["p50"],
+        "p99_ms": report["latency_ms"]["p99"],
+        "errors": measured["errors"],
+        "errors_by_code": measured["errors_by_code"],
+        "schedule_kept": schedule.get("kept"),
+        "schedule_cause": schedule.get("cause"),
+        "send_lag_p99_ms": schedule.get("send_lag_p99_ms"),
+        "server_cpu_us_per_call": cpu_us_per_call(report_path, report),
+    }
+
+
+def engine_tokens_per_s(directory):
+    path = os.path.join(directory, "engine.json")
+    if not os.path.exists(path):
+        return None
+    mnli = read_json(path)["mnli_like"]
+    return round(mnli["tokens"] / mnli["ours_s"])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--gpu", required=True)
+    parser.add_argument("--server-cores", required=True)
+    parser.add_argument("--load-cores", required=True)
+    parser.add_argument("--command", required=True)
+    args = parser.parse_args()
+
+    engine = engine_tokens_per_s(args.dir)
+    labels = sorted({re.sub(r"-(c\d+|poisson-\d+|proto-\w+)\.json$", "", os.path.basename(p))
+                     for p in glob.glob(os.path.join(args.dir, "*-*.json"))
+                     if re.search(r"-(c\d+|poisson-\d+|proto-\w+)\.json$", p)})
+    common = {"gpu": args.gpu, "date": datetime.date.today().isoformat(), "command": args.command,
+              "model": "v3-base-shaped random weights (bench/engine/make_random_models.py)",
+              "dtype": "float16", "workload": "loadtest/workloads/mnli_mix.json",
+              "server_cores": args.server_cores, "load_generator_cores": args.load_cores}
+    serving = dict(common, engine_offline_tokens_per_s=engine, servers={})
+    protocols = dict(common, load="closed loop, concurrency 256", servers={})
+    for label in labels:
+        path = lambda name: os.path.join(args.dir, f"{label}-{name}.json")  # noqa: E731
+        entry = {}
+        if os.path.exists(path("c1")):
+            entry["c1_p50_ms"] = read_json(path("c1"))["latency_ms"]["p50"]
+            entry["c1"] = row(path("c1"))
+        entry["closed"] = {c: row(path(f"c{c}")) for c in (256, 512)
+                           if os.path.exists(path(f"c{c}"))}
+        sweep = sorted((int(re.search(r"poisson-(\d+)", p).group(1)), p)
+                       for p in glob.glob(path("poisson-*")))
+        entry["poisson"] = [dict(rate=rate, **row(p)) for rate, p in sweep]
+        held = [r for r in entry["poisson"] if r["p99_ms"] <= P99_LIMIT_MS and r["errors"] == 0
+                and r["schedule_kept"]]
+        if held:
+            best = max(held, key=lambda r: r["rate"])
+            entry["best_rate_p99_under_50ms"] = best
+            if engine:
+                entry["served_over_engine"] = round(best["server_tokens_per_s"] / engine, 3)
+        cpu = [r["server_cpu_us_per_call"] for r in entry["poisson"] + list(entry["closed"].values())
+               if r["server_cpu_us_per_call"]]
+        if cpu:
+            entry["server_cpu_us_per_call_median"] = sorted(cpu)[len(cpu) // 2]
+        if entry["closed"] or entry["poisson"]:
+            serving["servers"][label] = entry
+        proto = {name: row(path(f"proto-{name}")) for name in ("dflash", "http", "kserve")
+                 if os.path.exists(path(f"proto-{name}"))}
+        if proto:
+            if "dflash" in proto:
+                for name in ("http", "kserve"):
+                    if name in proto and proto["dflash"]["ok_per_s"]:
+                        proto[name]["over_dflash"] = round(
+                            proto[name]["ok_per_s"] / proto["dflash"]["ok_per_s"], 3)
+            protocols["servers"][label] = proto
+    for name, result in (("h200-serving.json", serving), ("h200-protocols.json", protocols)):
+        if result["servers"] or (name == "h200-serving.json" and engine):
+            with open(os.path.join(args.dir, name), "w") as f:
+                json.dump(result, f, indent=2)
+                f.write("\n")
+            print(json.dumps(result, indent=1)[:3000])
+
+
+if __name__ == "__main__":
+    main()
