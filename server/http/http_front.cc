@@ -34,6 +34,37 @@ bool HasTask(const v1::ModelInfo& model, v1::Task task) {
   return false;
 }
 
+// Where Run writes the served model and the request id: dflash.v1 requests and DecodeRequest.
+template <typename Request>
+bool NamesModel(const Request& request) {
+  return !request.model().empty();
+}
+bool NamesModel(const serving::DecodeRequest& request) { return !request.model.empty(); }
+template <typename Request>
+void SetModel(Request& request, const std::string& id) {
+  request.set_model(id);
+}
+void SetModel(serving::DecodeRequest& request, const std::string& id) { request.model = id; }
+template <typename Request>
+void SetRequestId(Request& request, const std::string& id) {
+  request.set_request_id(id);
+}
+void SetRequestId(serving::DecodeRequest&, const std::string&) {}  // The answer carries no id.
+
+// A parsed /decode body as Run takes it.
+struct DecodeCall {
+  serving::DecodeRequest request;
+};
+
+absl::StatusOr<DecodeCall> ToDecodeCall(absl::StatusOr<TeiDecode> parsed) {
+  if (!parsed.ok()) return parsed.status();
+  DecodeCall call;
+  call.request.model = std::move(parsed->model);
+  call.request.ids = std::move(parsed->ids);
+  call.request.skip_special_tokens = parsed->skip_special_tokens;
+  return call;
+}
+
 // The TEI route that / and /invocations stand for, by the model's task (as TEI's model type).
 Endpoint TaskEndpoint(const v1::ModelInfo& model) {
   if (HasTask(model, v1::TASK_RERANK)) return Endpoint::kRerank;
@@ -168,8 +199,8 @@ void HttpFront::Run(ApiFamily family, absl::string_view rpc, absl::StatusOr<Pars
   auto owned = std::make_shared<Parsed>(*std::move(parsed));
   auto& request = owned->request;
   // A model in the path wins over the body's; neither: the first configured model.
-  if (model_from_path || request.model().empty()) request.set_model(model.id());
-  if (const std::string* id = http_request.Header("x-request-id")) request.set_request_id(*id);
+  if (model_from_path || !NamesModel(request)) SetModel(request, model.id());
+  if (const std::string* id = http_request.Header("x-request-id")) SetRequestId(request, *id);
   CallContext call;
   call.protocol = Protocol::kHttp;
   call.received = absl::Now();
@@ -216,7 +247,8 @@ void HttpFront::Infer(const RouteMatch& route, Endpoint endpoint, const HttpRequ
       Run<TeiEmbed, v1::EmbedResponse>(
           route.family, rpc, ParseTeiEmbed(*body), model, !route.model.empty(), request,
           [this](TeiEmbed& parsed, CallContext call, auto responder) {
-            pipeline_.Embed(parsed.request, std::move(call), std::move(responder));
+            pipeline_.EmbedWithIds(parsed.request, parsed.token_ids, std::move(call),
+                                   std::move(responder));
           },
           [](const v1::EmbedResponse& response, const TeiEmbed&) {
             return RenderTeiEmbed(response);
@@ -257,6 +289,18 @@ void HttpFront::Infer(const RouteMatch& route, Endpoint endpoint, const HttpRequ
           },
           std::move(respond));
       return;
+    case Endpoint::kDecode:
+      Run<DecodeCall, serving::DecodeResponse>(
+          route.family, rpc, ToDecodeCall(ParseTeiDecode(*body)), model, !route.model.empty(),
+          request,
+          [this](DecodeCall& parsed, CallContext call, auto responder) {
+            pipeline_.Decode(parsed.request, std::move(call), std::move(responder));
+          },
+          [](const serving::DecodeResponse& response, const DecodeCall&) {
+            return RenderTeiDecode(response.texts);
+          },
+          std::move(respond));
+      return;
     case Endpoint::kZeroShot:
       Run<TeiZeroShot, v1::ZeroShotResponse>(
           route.family, rpc, ParseTeiZeroShot(*body), model, !route.model.empty(), request,
@@ -283,7 +327,8 @@ void HttpFront::Infer(const RouteMatch& route, Endpoint endpoint, const HttpRequ
       Run<OpenAiEmbeddings, v1::EmbedResponse>(
           route.family, rpc, ParseOpenAiEmbeddings(*body), model, !route.model.empty(), request,
           [this](OpenAiEmbeddings& parsed, CallContext call, auto responder) {
-            pipeline_.Embed(parsed.request, std::move(call), std::move(responder));
+            pipeline_.EmbedWithIds(parsed.request, parsed.token_ids, std::move(call),
+                                   std::move(responder));
           },
           [](const v1::EmbedResponse& response, const OpenAiEmbeddings& parsed) {
             return RenderOpenAiEmbeddings(response, parsed.base64);

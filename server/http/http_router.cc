@@ -21,6 +21,7 @@ constexpr RouteEntry kTeiRoutes[] = {
     {"/predict", "POST", Endpoint::kPredict, ApiFamily::kTei},
     {"/rerank", "POST", Endpoint::kRerank, ApiFamily::kTei},
     {"/tokenize", "POST", Endpoint::kTokenize, ApiFamily::kTei},
+    {"/decode", "POST", Endpoint::kDecode, ApiFamily::kTei},
     {"/zero_shot", "POST", Endpoint::kZeroShot, ApiFamily::kTei},
     {"/token_classify", "POST", Endpoint::kTokenClassify, ApiFamily::kTei},
     {"/invocations", "POST", Endpoint::kByTask, ApiFamily::kTei},
@@ -79,6 +80,8 @@ absl::string_view EndpointRpc(Endpoint endpoint) {
       return "Rerank";
     case Endpoint::kTokenize:
       return "Tokenize";
+    case Endpoint::kDecode:
+      return "Decode";
     case Endpoint::kZeroShot:
       return "ZeroShot";
     case Endpoint::kTokenClassify:

@@ -1,9 +1,9 @@
 // Maps a request's method and path to an endpoint. The TEI routes also answer under a model
 // prefix, /models/<id>/<route>, which selects a served model the way OpenAI's and Cohere's
 // `model` field does; without one, the first configured model serves.
-//   TEI:    GET /health, GET /info, POST /embed, /predict, /rerank, /tokenize, /zero_shot,
-//           /token_classify, and POST / and /invocations (the model's task: embed, predict,
-//           rerank or token_classify).
+//   TEI:    GET /health, GET /info, POST /embed, /predict, /rerank, /tokenize, /decode,
+//           /zero_shot, /token_classify, and POST / and /invocations (the model's task: embed,
+//           predict, rerank or token_classify).
 //   OpenAI: POST /v1/embeddings, GET /v1/models, GET /v1/models/<id>.
 //   Cohere: POST /v1/rerank (Jina's too), POST /v2/rerank.
 #pragma once
@@ -22,6 +22,7 @@ enum class Endpoint {
   kPredict,
   kRerank,
   kTokenize,
+  kDecode,
   kZeroShot,
   kTokenClassify,
   kByTask,  // POST / and /invocations.

@@ -1,6 +1,7 @@
 #include "server/http/json_body.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
 #include "engine/model/json_document.h"
 #include "server/http/http_errors.h"
 
@@ -65,6 +66,72 @@ absl::StatusOr<TextList> ReadTextList(const nlohmann::json& object, absl::string
                         absl::StrCat("must be a string, got ", TypeName(item)));
     }
     list.texts.push_back(item.get<std::string>());
+  }
+  return list;
+}
+
+absl::StatusOr<std::vector<int32_t>> ReadTokenIds(const nlohmann::json& value,
+                                                  absl::string_view field) {
+  if (!value.is_array()) {
+    return FieldError(field, absl::StrCat("must be a list of token ids, got ", TypeName(value)));
+  }
+  if (value.empty()) return EmptyInput(absl::StrCat(field, ": the token id list is empty"));
+  std::vector<int32_t> ids;
+  ids.reserve(value.size());
+  for (size_t i = 0; i < value.size(); ++i) {
+    const nlohmann::json& item = value[i];
+    const bool in_range =
+        (item.is_number_unsigned() && item.get<uint64_t>() <= uint64_t{INT32_MAX}) ||
+        (item.is_number_integer() && !item.is_number_unsigned() &&
+         item.get<int64_t>() >= int64_t{INT32_MIN} && item.get<int64_t>() <= int64_t{INT32_MAX});
+    if (!in_range) {
+      return FieldError(
+          absl::StrCat(field, "[", i, "]"),
+          absl::StrCat("must be a token id (a 32-bit integer), got ", JsonExcerpt(item)));
+    }
+    ids.push_back(static_cast<int32_t>(item.get<int64_t>()));
+  }
+  return ids;
+}
+
+absl::StatusOr<InputList> ReadInputList(const nlohmann::json& object, absl::string_view key) {
+  const nlohmann::json* value = Find(object, key);
+  if (value == nullptr) return FieldError(key, "is required");
+  InputList list;
+  if (value->is_string()) {
+    list.texts.push_back(value->get<std::string>());
+    return list;
+  }
+  if (!value->is_array()) {
+    return FieldError(key, absl::StrCat("must be a string or a list of strings and token-id "
+                                        "lists, or a list of token ids, got ",
+                                        TypeName(*value)));
+  }
+  if (value->empty()) return EmptyInput(absl::StrCat(key, ": must not be empty"));
+  // A list of numbers is one input given as ids.
+  if ((*value)[0].is_number()) {
+    DFLASH_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadTokenIds(*value, key));
+    list.texts.emplace_back();
+    list.token_ids.emplace_back(std::move(ids));
+    return list;
+  }
+  list.batch = true;
+  list.texts.reserve(value->size());
+  for (size_t i = 0; i < value->size(); ++i) {
+    const nlohmann::json& item = (*value)[i];
+    const std::string field = absl::StrCat(key, "[", i, "]");
+    if (item.is_string()) {
+      list.texts.push_back(item.get<std::string>());
+      continue;
+    }
+    if (!item.is_array()) {
+      return FieldError(
+          field, absl::StrCat("must be a string or a list of token ids, got ", TypeName(item)));
+    }
+    DFLASH_ASSIGN_OR_RETURN(std::vector<int32_t> ids, ReadTokenIds(item, field));
+    list.texts.emplace_back();
+    list.token_ids.resize(value->size());
+    list.token_ids[i] = std::move(ids);
   }
   return list;
 }

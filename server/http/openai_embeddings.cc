@@ -23,10 +23,6 @@ nlohmann::json ModelObject(const v1::ModelInfo& model) {
   return {{"id", model.id()}, {"object", "model"}, {"created", 0}, {"owned_by", kOwner}};
 }
 
-bool IsTokenArray(const nlohmann::json& value) {
-  return value.is_array() && !value.empty() && value[0].is_number();
-}
-
 }  // namespace
 
 absl::StatusOr<OpenAiEmbeddings> ParseOpenAiEmbeddings(const nlohmann::json& body) {
@@ -34,15 +30,9 @@ absl::StatusOr<OpenAiEmbeddings> ParseOpenAiEmbeddings(const nlohmann::json& bod
   v1::EmbedRequest& request = embeddings.request;
   DFLASH_ASSIGN_OR_RETURN(std::optional<std::string> model, ReadOptionalString(body, "model"));
   if (model.has_value()) request.set_model(*model);
-  const auto input = body.find("input");
-  if (input != body.end() && (IsTokenArray(*input) || (input->is_array() && !input->empty() &&
-                                                       IsTokenArray((*input)[0])))) {
-    return FieldError("input",
-                      "token-id arrays are not supported: this server tokenizes with each "
-                      "model's own tokenizer; send the text");
-  }
-  DFLASH_ASSIGN_OR_RETURN(TextList inputs, ReadTextList(body, "input"));
+  DFLASH_ASSIGN_OR_RETURN(InputList inputs, ReadInputList(body, "input"));
   for (std::string& text : inputs.texts) request.add_inputs(std::move(text));
+  embeddings.token_ids = std::move(inputs.token_ids);
   request.set_normalize(true);
   DFLASH_ASSIGN_OR_RETURN(std::optional<std::string> format,
                           ReadOptionalString(body, "encoding_format"));

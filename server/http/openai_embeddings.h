@@ -1,12 +1,17 @@
 // OpenAI's embeddings API: POST /v1/embeddings bodies into EmbedRequests and EmbedResponses
-// into its answer, and GET /v1/models. `input` is a string or a list of strings (token-id arrays
-// are refused: this server's models read text); `encoding_format` "float" (the default) or
-// "base64" (little-endian float32, as the openai client asks for by default); `dimensions`;
-// `user` is accepted and ignored. Embeddings are unit-normalized, as OpenAI's are.
+// into its answer, and GET /v1/models. `input` is a string, a list of strings, a list of token
+// ids or a list of token-id lists (ReadInputList; ids of the served model's vocabulary, each list
+// the model sequence as given: no [CLS]/[SEP] added; usage counts them); `encoding_format`
+// "float" (the default) or "base64" (little-endian float32, as the openai client asks for by
+// default); `dimensions`; `user` is accepted and ignored. Embeddings are unit-normalized, as
+// OpenAI's are.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "dflash/v1/dflash.pb.h"
@@ -17,6 +22,7 @@ namespace v1 = ::dflash::v1;
 
 struct OpenAiEmbeddings {
   v1::EmbedRequest request;
+  std::vector<std::optional<std::vector<int32_t>>> token_ids;  // InputList::token_ids.
   bool base64 = false;
 };
 

@@ -163,8 +163,9 @@ absl::StatusOr<TeiEmbed> ParseTeiEmbed(const nlohmann::json& body) {
   TeiEmbed embed;
   v1::EmbedRequest& request = embed.request;
   DFLASH_RETURN_IF_ERROR(ReadCommon(body, request));
-  DFLASH_ASSIGN_OR_RETURN(TextList inputs, ReadTextList(body, "inputs"));
+  DFLASH_ASSIGN_OR_RETURN(InputList inputs, ReadInputList(body, "inputs"));
   for (std::string& text : inputs.texts) request.add_inputs(std::move(text));
+  embed.token_ids = std::move(inputs.token_ids);
   DFLASH_ASSIGN_OR_RETURN(std::optional<bool> normalize, ReadOptionalBool(body, "normalize"));
   request.set_normalize(normalize.value_or(true));
   DFLASH_ASSIGN_OR_RETURN(std::optional<uint32_t> dimensions,
@@ -216,6 +217,31 @@ absl::StatusOr<TeiTokenize> ParseTeiTokenize(const nlohmann::json& body) {
                           ReadOptionalBool(body, "add_special_tokens"));
   request.set_add_special_tokens(special.value_or(true));
   return tokenize;
+}
+
+absl::StatusOr<TeiDecode> ParseTeiDecode(const nlohmann::json& body) {
+  TeiDecode decode;
+  DFLASH_ASSIGN_OR_RETURN(std::optional<std::string> model, ReadOptionalString(body, "model"));
+  if (model.has_value()) decode.model = *model;
+  const auto ids = body.find("ids");
+  if (ids == body.end() || ids->is_null()) return FieldError("ids", "is required");
+  if (!ids->is_array()) {
+    return FieldError("ids", "must be a list of token ids or a list of such lists");
+  }
+  if (ids->empty()) return EmptyInput("ids: must not be empty");
+  if (!(*ids)[0].is_array()) {
+    DFLASH_ASSIGN_OR_RETURN(std::vector<int32_t> list, ReadTokenIds(*ids, "ids"));
+    decode.ids.push_back(std::move(list));
+  } else {
+    for (size_t i = 0; i < ids->size(); ++i) {
+      DFLASH_ASSIGN_OR_RETURN(std::vector<int32_t> list,
+                              ReadTokenIds((*ids)[i], absl::StrCat("ids[", i, "]")));
+      decode.ids.push_back(std::move(list));
+    }
+  }
+  DFLASH_ASSIGN_OR_RETURN(std::optional<bool> skip, ReadOptionalBool(body, "skip_special_tokens"));
+  decode.skip_special_tokens = skip.value_or(true);
+  return decode;
 }
 
 absl::StatusOr<TeiZeroShot> ParseTeiZeroShot(const nlohmann::json& body) {

@@ -51,6 +51,11 @@ std::string RenderTeiEmbed(const v1::EmbedResponse& response) {
   return Dump(list);
 }
 
+std::string RenderTeiDecode(const std::vector<std::string>& texts) {
+  // Text from arbitrary ids can be invalid UTF-8 (a lone byte piece): Dump writes U+FFFD for it.
+  return Dump(texts);
+}
+
 std::string RenderTeiPredict(const v1::ClassifyResponse& response, const TeiPredict& request) {
   if (!request.batch && !request.inference_api && response.results_size() == 1) {
     return Dump(Scores(response.results(0).scores()));

@@ -37,6 +37,13 @@ void FillEmbedding(const std::vector<float>& pooled, size_t dimensions, bool nor
 
 void InferencePipeline::Embed(const v1::EmbedRequest& request, CallContext call,
                               Responder<v1::EmbedResponse> respond) {
+  static const TokenIdInputs kNoTokenIds;
+  EmbedWithIds(request, kNoTokenIds, std::move(call), std::move(respond));
+}
+
+void InferencePipeline::EmbedWithIds(const v1::EmbedRequest& request,
+                                     const TokenIdInputs& token_ids, CallContext call,
+                                     Responder<v1::EmbedResponse> respond) {
   ServedModel* model = BeginRequest("Embed", request.model(), ServedTask::kEmbed, call, respond);
   if (model == nullptr) return;
   const size_t hidden = static_cast<size_t>(model->config().hidden_size);
@@ -52,6 +59,11 @@ void InferencePipeline::Embed(const v1::EmbedRequest& request, CallContext call,
     valid = absl::InvalidArgumentError(
         absl::StrCat("encoding: unknown value ", static_cast<int>(request.encoding())));
   }
+  if (valid.ok() && !token_ids.empty() &&
+      token_ids.size() != static_cast<size_t>(request.inputs_size())) {
+    valid = absl::InternalError(absl::StrCat("token-id inputs: ", token_ids.size(), " for ",
+                                             request.inputs_size(), " inputs"));
+  }
   absl::StatusOr<RequestSettings> settings =
       ResolveSettings(*model, request, TruncationStrategy::kLongestFirst);
   if (valid.ok()) valid = settings.status();
@@ -60,12 +72,17 @@ void InferencePipeline::Embed(const v1::EmbedRequest& request, CallContext call,
     return;
   }
   const RequestTruncation truncation = settings->truncation;
-  Encoder encode = [&request, model, truncation](int i) -> absl::StatusOr<Sequence> {
+  Encoder encode = [&request, &token_ids, model, truncation](int i) -> absl::StatusOr<Sequence> {
     const std::string field = absl::StrCat("inputs[", i, "]");
-    DFLASH_RETURN_IF_ERROR(CheckText(*model, request.inputs(i), field));
-    absl::StatusOr<Encoding> encoding =
-        model->tokenizer().Encode(request.inputs(i), std::nullopt, truncation.single);
-    if (!encoding.ok()) return WithField(encoding.status(), field);
+    absl::StatusOr<Encoding> encoding;
+    if (!token_ids.empty() && token_ids[static_cast<size_t>(i)].has_value()) {
+      encoding = EncodeIdInput(*model, *token_ids[static_cast<size_t>(i)], truncation, field);
+    } else {
+      DFLASH_RETURN_IF_ERROR(CheckText(*model, request.inputs(i), field));
+      encoding = model->tokenizer().Encode(request.inputs(i), std::nullopt, truncation.single);
+      if (!encoding.ok()) encoding = WithField(encoding.status(), field);
+    }
+    if (!encoding.ok()) return encoding.status();
     DFLASH_RETURN_IF_ERROR(CheckLength(truncation, encoding->ids.size(), field));
     const bool truncated = encoding->truncated;
     return Sequence{ToSequenceInput(std::move(*encoding)), truncated};

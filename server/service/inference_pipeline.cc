@@ -42,6 +42,14 @@ absl::StatusOr<Encoding> EncodeTextInput(const ServedModel& model, const v1::Tex
   return encoding;
 }
 
+absl::StatusOr<Encoding> EncodeIdInput(const ServedModel& model, absl::Span<const int32_t> ids,
+                                       const RequestTruncation& truncation,
+                                       absl::string_view field) {
+  absl::StatusOr<Encoding> encoding = model.tokenizer().EncodeIds(ids, truncation.single);
+  if (!encoding.ok()) return WithField(encoding.status(), field);
+  return encoding;
+}
+
 namespace {
 
 // Why `model` cannot serve `task`, for FAILED_PRECONDITION.
@@ -148,6 +156,7 @@ DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::RerankResponse)
 DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::EmbedResponse)
 DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::TokenizeResponse)
 DFLASH_INSTANTIATE_BEGIN_REQUEST(v1::TokenClassifyResponse)
+DFLASH_INSTANTIATE_BEGIN_REQUEST(DecodeResponse)
 #undef DFLASH_INSTANTIATE_BEGIN_REQUEST
 
 void InferencePipeline::RunSequences(ServedModel* model, const CallContext& call, Priority priority,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "dflash/v1/dflash.pb.h"
 #include "server/service/call_context.h"
 #include "server/service/model_catalog.h"
@@ -26,6 +27,23 @@ namespace dflash::serving {
 struct ServerIdentity {
   std::string version;
   std::string revision;
+};
+
+// Inputs given as token ids of the model's vocabulary instead of text (the HTTP front's token-id
+// inputs): element i, when set, stands for input i of the request, whose text is then ignored.
+// The ids are the model sequence as given (Tokenizer::EncodeIds): nothing is added.
+using TokenIdInputs = std::vector<std::optional<std::vector<int32_t>>>;
+
+// Token ids back to text (the HTTP front's TEI /decode); dflash.v1 has no Decode RPC.
+struct DecodeRequest {
+  std::string model;  // "": the first served model.
+  std::vector<std::vector<int32_t>> ids;
+  bool skip_special_tokens = true;
+};
+struct DecodeResponse {
+  std::vector<std::string> texts;  // One per id list.
+  // The answer's size, for the same response-size limit as the RPCs' answers.
+  size_t ByteSizeLong() const;
 };
 
 // Protobuf bytes per result entry beyond its text (tags, lengths, ids, scores): what the
@@ -55,6 +73,14 @@ class InferencePipeline {
               Responder<v1::RerankResponse> respond);
   void Embed(const v1::EmbedRequest& request, CallContext call,
              Responder<v1::EmbedResponse> respond);
+  // Embed with the inputs that `token_ids` sets given as ids (`token_ids` is empty or has one
+  // element per input, and must outlive the call to `respond`).
+  void EmbedWithIds(const v1::EmbedRequest& request, const TokenIdInputs& token_ids,
+                    CallContext call, Responder<v1::EmbedResponse> respond);
+  // The tokenizer alone, on the worker pool; nothing is queued. INVALID_ARGUMENT naming the list
+  // and index for an id outside the vocabulary, FAILED_PRECONDITION when the model's tokenizer
+  // has no decoder this server implements.
+  void Decode(const DecodeRequest& request, CallContext call, Responder<DecodeResponse> respond);
   void Tokenize(const v1::TokenizeRequest& request, CallContext call,
                 Responder<v1::TokenizeResponse> respond);
   void TokenClassify(const v1::TokenClassifyRequest& request, CallContext call,
@@ -128,5 +154,11 @@ absl::Status WithField(const absl::Status& status, absl::string_view field);
 absl::StatusOr<Encoding> EncodeTextInput(const ServedModel& model, const v1::TextInput& input,
                                          const RequestTruncation& truncation,
                                          absl::string_view field);
+
+// Checks and wraps one token-id input named `field` in errors: the ids as the model sequence,
+// truncated as a single text is.
+absl::StatusOr<Encoding> EncodeIdInput(const ServedModel& model, absl::Span<const int32_t> ids,
+                                       const RequestTruncation& truncation,
+                                       absl::string_view field);
 
 }  // namespace dflash::serving

@@ -24,6 +24,7 @@ absl::Status FromSentencePieceError(const SentencePieceError& error) {
     case SentencePieceError::Kind::kInvalidModel:
       return absl::InvalidArgumentError(error.message);
     case SentencePieceError::Kind::kEncodeFailed:
+    case SentencePieceError::Kind::kDecodeFailed:
       return absl::InternalError(error.message);
   }
   return absl::UnknownError(error.message);
@@ -73,7 +74,13 @@ absl::StatusOr<std::unique_ptr<DebertaTokenizer>> DebertaTokenizer::Load(
   tokenizer->pad_id_ = resolve(config.pad_token);
   tokenizer->unk_id_ = resolve(config.unk_token);
   tokenizer->mask_id_ = resolve(config.mask_token);
-  for (const std::string& token : config.additional_special_tokens) resolve(token);
+  for (const std::string& token : config.additional_special_tokens) {
+    tokenizer->special_ids_.push_back(resolve(token));
+  }
+  tokenizer->special_ids_.insert(tokenizer->special_ids_.end(),
+                                 {tokenizer->cls_id_, tokenizer->sep_id_, tokenizer->pad_id_,
+                                  tokenizer->unk_id_, tokenizer->mask_id_});
+  std::sort(tokenizer->special_ids_.begin(), tokenizer->special_ids_.end());
 
   std::vector<AddedTokenMatcher::Token> added;
   int32_t max_id = model.piece_count() - 1;
@@ -101,16 +108,6 @@ absl::string_view DebertaTokenizer::TokenText(int32_t id) const {
   if (it != added_token_list_.end() && it->id == id) return it->content;
   const std::string_view piece = model_->IdToPiece(id);
   return absl::string_view(piece.data(), piece.size());
-}
-
-TruncationOptions DebertaTokenizer::DefaultTruncation() const {
-  TruncationOptions options;
-  options.side = config_.truncation_side;
-  if (config_.model_max_length.has_value()) {
-    options.strategy = TruncationStrategy::kLongestFirst;
-    options.max_length = *config_.model_max_length;
-  }
-  return options;
 }
 
 absl::Status DebertaTokenizer::EncodeWithSentencePiece(absl::string_view piece, size_t piece_offset,
@@ -156,21 +153,8 @@ absl::Status DebertaTokenizer::EncodePlainChunk(absl::string_view text, size_t c
   return absl::OkStatus();
 }
 
-absl::Status DebertaTokenizer::CheckSize(absl::string_view text, absl::string_view what) const {
-  if (text.size() <= options_.max_input_bytes) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(what, " is ", text.size(),
-                                                 " bytes, more than the limit of ",
-                                                 options_.max_input_bytes, " bytes per text"));
-}
-
-absl::StatusOr<TextTokens> DebertaTokenizer::EncodeText(absl::string_view text) const {
-  return EncodeCheckedText(text, "text");
-}
-
-absl::StatusOr<TextTokens> DebertaTokenizer::EncodeCheckedText(absl::string_view text,
-                                                               absl::string_view what) const {
-  DFLASH_RETURN_IF_ERROR(CheckSize(text, what));
-  DFLASH_RETURN_IF_ERROR(ValidateUtf8(text, what));
+absl::StatusOr<TextTokens> DebertaTokenizer::TokenizeText(absl::string_view text,
+                                                          absl::string_view /*what*/) const {
   TextTokens tokens;
   for (const TextChunk& chunk : added_tokens_->Split(text)) {
     if (chunk.added_token_id >= 0) {
@@ -189,17 +173,39 @@ absl::StatusOr<Encoding> DebertaTokenizer::Assemble(const TextTokens& first,
   return AssembleEncoding(template_, first, second, truncation);
 }
 
-absl::StatusOr<Encoding> DebertaTokenizer::Encode(absl::string_view text,
-                                                  std::optional<absl::string_view> pair,
-                                                  const TruncationOptions& truncation) const {
-  // Both sizes are checked before either text is tokenized.
-  DFLASH_RETURN_IF_ERROR(CheckSize(text, pair.has_value() ? "first text" : "text"));
-  if (pair.has_value()) DFLASH_RETURN_IF_ERROR(CheckSize(*pair, "second text"));
-  DFLASH_ASSIGN_OR_RETURN(const TextTokens first,
-                          EncodeCheckedText(text, pair.has_value() ? "first text" : "text"));
-  if (!pair.has_value()) return Assemble(first, nullptr, truncation);
-  DFLASH_ASSIGN_OR_RETURN(const TextTokens second, EncodeCheckedText(*pair, "second text"));
-  return Assemble(first, &second, truncation);
+bool DebertaTokenizer::IsSpecial(int32_t id) const {
+  return std::binary_search(special_ids_.begin(), special_ids_.end(), id);
+}
+
+absl::StatusOr<std::string> DebertaTokenizer::Decode(absl::Span<const int32_t> ids,
+                                                     bool skip_special_tokens) const {
+  DFLASH_RETURN_IF_ERROR(CheckIds(ids));
+  std::string text;
+  std::vector<int32_t> run;
+  auto flush = [&]() -> absl::Status {
+    if (run.empty()) return absl::OkStatus();
+    std::string decoded;
+    SentencePieceError error;
+    if (!model_->Decode(run, &decoded, &error)) return FromSentencePieceError(error);
+    if (!text.empty() && model_->IdToPiece(run.front()).starts_with("\xE2\x96\x81")) text += ' ';
+    text += decoded;
+    run.clear();
+    return absl::OkStatus();
+  };
+  for (const int32_t id : ids) {
+    const auto added =
+        std::lower_bound(added_token_list_.begin(), added_token_list_.end(), id,
+                         [](const auto& token, int32_t value) { return token.id < value; });
+    if (added == added_token_list_.end() || added->id != id) {
+      run.push_back(id);
+      continue;
+    }
+    if (skip_special_tokens && IsSpecial(id)) continue;
+    DFLASH_RETURN_IF_ERROR(flush());
+    text += added->content;
+  }
+  DFLASH_RETURN_IF_ERROR(flush());
+  return text;
 }
 
 }  // namespace dflash

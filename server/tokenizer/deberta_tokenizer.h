@@ -46,6 +46,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "server/tokenizer/encoding_template.h"
 #include "server/tokenizer/pretokenizer.h"
 #include "server/tokenizer/sentencepiece_model.h"
@@ -65,20 +66,16 @@ class DebertaTokenizer : public Tokenizer {
   static absl::StatusOr<std::unique_ptr<DebertaTokenizer>> Load(
       const std::filesystem::path& model_dir, const TokenizerOptions& options = {});
 
-  // Tokenizes one text (or a pair) into model input. INVALID_ARGUMENT for invalid UTF-8, a text
-  // longer than max_input_bytes, or truncation options that cannot be met.
-  absl::StatusOr<Encoding> Encode(absl::string_view text, std::optional<absl::string_view> pair,
-                                  const TruncationOptions& truncation) const override;
-
-  // Steps 1-4 for one text: its content tokens, offsets into `text`.
-  absl::StatusOr<TextTokens> EncodeText(absl::string_view text) const override;
   // Step 5: the template and truncation around one or two tokenized texts (`second` may be null).
   absl::StatusOr<Encoding> Assemble(const TextTokens& first, const TextTokens* second,
                                     const TruncationOptions& truncation) const override;
 
-  // Longest-first truncation to model_max_length on the configured side when the checkpoint sets
-  // a length limit; no truncation otherwise.
-  TruncationOptions DefaultTruncation() const override;
+  // Each run of sentencepiece pieces is decoded by libsentencepiece, as sentencepiece's decode
+  // does (byte pieces reassembled, the run's leading whitespace dropped); an added token is
+  // written as its text, or left out when it is a special token and `skip_special_tokens`. A run
+  // after written text keeps one space for a leading "▁", as tokenizers' Metaspace decoder does.
+  absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids,
+                                     bool skip_special_tokens) const override;
 
   int32_t cls_id() const override { return cls_id_; }
   int32_t sep_id() const override { return sep_id_; }
@@ -96,10 +93,13 @@ class DebertaTokenizer : public Tokenizer {
  private:
   DebertaTokenizer() = default;
 
-  // INVALID_ARGUMENT, naming `what` ("text", "second text"), for a text over max_input_bytes.
-  absl::Status CheckSize(absl::string_view text, absl::string_view what) const;
-  absl::StatusOr<TextTokens> EncodeCheckedText(absl::string_view text,
-                                               absl::string_view what) const;
+  // Steps 1-4 for one text: its content tokens, offsets into `text`.
+  absl::StatusOr<TextTokens> TokenizeText(absl::string_view text,
+                                          absl::string_view what) const override;
+  size_t max_input_bytes() const override { return options_.max_input_bytes; }
+  // Whether added token `id` is one of the special tokens (the five named ones and
+  // additional_special_tokens), which Decode may skip.
+  bool IsSpecial(int32_t id) const;
   absl::Status EncodePlainChunk(absl::string_view text, size_t chunk_begin, size_t chunk_end,
                                 TextTokens* out) const;
   absl::Status EncodeWithSentencePiece(absl::string_view piece, size_t piece_offset,
@@ -111,6 +111,7 @@ class DebertaTokenizer : public Tokenizer {
   std::unique_ptr<SentencePieceModel> model_;
   std::unique_ptr<AddedTokenMatcher> added_tokens_;
   std::vector<AddedTokenMatcher::Token> added_token_list_;  // Sorted by id, for TokenText.
+  std::vector<int32_t> special_ids_;                        // Sorted.
   int32_t cls_id_ = 1;
   int32_t sep_id_ = 2;
   int32_t pad_id_ = 0;

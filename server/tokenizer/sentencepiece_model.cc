@@ -23,6 +23,7 @@ struct SentencePieceModel::Shim {
   decltype(&dflash_spm_piece_to_id) piece_to_id = nullptr;
   decltype(&dflash_spm_id_to_piece) id_to_piece = nullptr;
   decltype(&dflash_spm_encode) encode = nullptr;
+  decltype(&dflash_spm_decode) decode = nullptr;
   std::string error;  // Why the shim could not be loaded; empty when it was.
 };
 
@@ -117,7 +118,8 @@ const SentencePieceModel::Shim& SentencePieceModel::LoadShim() {
            Resolve(library, "dflash_spm_unk_id", &loaded->unk_id, &error) &&
            Resolve(library, "dflash_spm_piece_to_id", &loaded->piece_to_id, &error) &&
            Resolve(library, "dflash_spm_id_to_piece", &loaded->id_to_piece, &error) &&
-           Resolve(library, "dflash_spm_encode", &loaded->encode, &error));
+           Resolve(library, "dflash_spm_encode", &loaded->encode, &error) &&
+           Resolve(library, "dflash_spm_decode", &loaded->decode, &error));
     return loaded;
   }();
   return *shim;
@@ -161,6 +163,28 @@ bool SentencePieceModel::Encode(std::string_view text, std::vector<SentencePiece
     const DflashSpmToken& token = buffer[static_cast<size_t>(i)];
     tokens->push_back({token.id, token.byte_begin, token.byte_end});
   }
+  return true;
+}
+
+bool SentencePieceModel::Decode(const std::vector<int32_t>& ids, std::string* text,
+                                SentencePieceError* error) const {
+  std::array<char, 512> message{};
+  std::string buffer(ids.size() * 8 + 16, '\0');  // Pieces are rarely longer than 8 bytes.
+  for (;;) {
+    const int64_t size = shim_->decode(handle_, ids.data(), ids.size(), buffer.data(),
+                                       buffer.size(), message.data(), message.size());
+    if (size < 0) {
+      error->kind = SentencePieceError::Kind::kDecodeFailed;
+      error->message = message.data();
+      return false;
+    }
+    if (static_cast<size_t>(size) <= buffer.size()) {
+      buffer.resize(static_cast<size_t>(size));
+      break;
+    }
+    buffer.resize(static_cast<size_t>(size));
+  }
+  *text = std::move(buffer);
   return true;
 }
 

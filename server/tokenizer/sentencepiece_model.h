@@ -20,7 +20,7 @@
 namespace dflash {
 
 struct SentencePieceError {
-  enum class Kind { kNotFound, kInvalidModel, kEncodeFailed };
+  enum class Kind { kNotFound, kInvalidModel, kEncodeFailed, kDecodeFailed };
   Kind kind = Kind::kInvalidModel;
   std::string message;
 };
@@ -61,6 +61,11 @@ class SentencePieceModel {
   // relative to `text`. Returns false and fills *error on failure.
   bool Encode(std::string_view text, std::vector<SentencePieceToken>* tokens,
               SentencePieceError* error) const;
+
+  // The text of `ids` (each in [0, piece_count())), as sentencepiece's decode writes it: pieces
+  // joined, "▁" as a space, the leading whitespace dropped, byte pieces reassembled. Returns false
+  // and fills *error on failure.
+  bool Decode(const std::vector<int32_t>& ids, std::string* text, SentencePieceError* error) const;
 
  private:
   struct Shim;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "server/tokenizer/sentencepiece_shim_api.h"
 
@@ -97,6 +98,27 @@ int64_t dflash_spm_encode(const void* model, const char* text, size_t size, Dfla
     tokens[i] = DflashSpmToken{static_cast<int32_t>(piece.id()), begin, end};
   }
   return static_cast<int64_t>(count);
+}
+
+int64_t dflash_spm_decode(const void* model, const int32_t* ids, size_t count, char* text,
+                          size_t capacity, char* message, size_t message_capacity) {
+  const auto& processor = Processor(model);
+  std::vector<int> pieces(ids, ids + count);
+  for (const int id : pieces) {
+    if (id < 0 || id >= processor.GetPieceSize()) {
+      WriteMessage("sentencepiece decode: id " + std::to_string(id) + " is out of range", message,
+                   message_capacity);
+      return -1;
+    }
+  }
+  std::string decoded;
+  const sentencepiece::util::Status status = processor.Decode(pieces, &decoded);
+  if (!status.ok()) {
+    WriteMessage("sentencepiece decode failed: " + status.ToString(), message, message_capacity);
+    return -1;
+  }
+  if (decoded.size() <= capacity) std::memcpy(text, decoded.data(), decoded.size());
+  return static_cast<int64_t>(decoded.size());
 }
 
 }  // extern "C"

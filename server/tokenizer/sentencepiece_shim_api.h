@@ -29,7 +29,8 @@ enum {
   DFLASH_SPM_OK = 0,
   DFLASH_SPM_NOT_FOUND = 1,
   DFLASH_SPM_INVALID_MODEL = 2,
-  DFLASH_SPM_ENCODE_FAILED = 3
+  DFLASH_SPM_ENCODE_FAILED = 3,
+  DFLASH_SPM_DECODE_FAILED = 4
 };
 
 /* Loads a model file; NULL on failure with *error_kind set and a message in `message`. */
@@ -45,6 +46,11 @@ const char* dflash_spm_id_to_piece(const void* model, int32_t id, size_t* size);
 /* Encodes `text`; returns the number of tokens, or -1 on failure (message filled). When the count
  * exceeds `capacity` nothing is written beyond it and the caller retries with a larger buffer. */
 int64_t dflash_spm_encode(const void* model, const char* text, size_t size, DflashSpmToken* tokens,
+                          size_t capacity, char* message, size_t message_capacity);
+/* Decodes `count` ids, each in [0, piece count), into UTF-8 text; returns its size in bytes, or
+ * -1 on failure (message filled). When the size exceeds `capacity` nothing is written and the
+ * caller retries with a larger buffer. */
+int64_t dflash_spm_decode(const void* model, const int32_t* ids, size_t count, char* text,
                           size_t capacity, char* message, size_t message_capacity);
 
 #ifdef __cplusplus

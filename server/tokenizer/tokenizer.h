@@ -10,10 +10,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "server/tokenizer/tokenizer_config.h"
 #include "server/tokenizer/truncation.h"
 
@@ -78,20 +80,33 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
 
   // Tokenizes one text (or a pair) into model input. INVALID_ARGUMENT for invalid UTF-8, a text
-  // longer than max_input_bytes, or truncation options that cannot be met.
-  virtual absl::StatusOr<Encoding> Encode(absl::string_view text,
-                                          std::optional<absl::string_view> pair,
-                                          const TruncationOptions& truncation) const = 0;
+  // longer than max_input_bytes, or truncation options that cannot be met. Both sizes are checked
+  // before either text is tokenized.
+  absl::StatusOr<Encoding> Encode(absl::string_view text, std::optional<absl::string_view> pair,
+                                  const TruncationOptions& truncation) const;
 
-  // The content tokens of one text, offsets into `text`.
-  virtual absl::StatusOr<TextTokens> EncodeText(absl::string_view text) const = 0;
+  // The content tokens of one text, offsets into `text`; the checks of Encode.
+  absl::StatusOr<TextTokens> EncodeText(absl::string_view text) const;
   // The template and truncation around one or two tokenized texts (`second` may be null).
   virtual absl::StatusOr<Encoding> Assemble(const TextTokens& first, const TextTokens* second,
                                             const TruncationOptions& truncation) const = 0;
 
+  // Model input given as ids of this vocabulary: the sequence as given, no template tokens added
+  // (a client that wants [CLS]/[SEP] sends them), truncated like one text whose template adds
+  // nothing. Offsets are empty. INVALID_ARGUMENT naming the index for an id outside
+  // [0, vocab_size()), and for an empty list.
+  absl::StatusOr<Encoding> EncodeIds(absl::Span<const int32_t> ids,
+                                     const TruncationOptions& truncation) const;
+
+  // The text of `ids`, as the source's decoder writes it; special tokens left out when
+  // `skip_special_tokens`. INVALID_ARGUMENT naming the index for an id outside the vocabulary;
+  // FAILED_PRECONDITION when the tokenizer's files describe no decoder this server implements.
+  virtual absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids,
+                                             bool skip_special_tokens) const = 0;
+
   // Longest-first truncation to model_max_length on the configured side when the checkpoint sets
   // a length limit; no truncation otherwise.
-  virtual TruncationOptions DefaultTruncation() const = 0;
+  TruncationOptions DefaultTruncation() const;
 
   virtual int32_t cls_id() const = 0;
   virtual int32_t sep_id() const = 0;
@@ -104,6 +119,22 @@ class Tokenizer {
   // The piece or added token of `id`; empty for an id outside the vocabulary.
   virtual absl::string_view TokenText(int32_t id) const = 0;
   virtual TokenizerSource source() const = 0;
+
+ protected:
+  // The per-source step of EncodeText and Encode: the content tokens of `text`, which is valid
+  // UTF-8 within max_input_bytes. `what` ("text", "first text", "second text") names it in errors.
+  virtual absl::StatusOr<TextTokens> TokenizeText(absl::string_view text,
+                                                  absl::string_view what) const = 0;
+  virtual size_t max_input_bytes() const = 0;
+
+  // INVALID_ARGUMENT naming the index when an id of `ids` is outside [0, vocab_size()).
+  absl::Status CheckIds(absl::Span<const int32_t> ids) const;
+
+ private:
+  // INVALID_ARGUMENT, naming `what`, for a text over max_input_bytes.
+  absl::Status CheckSize(absl::string_view text, absl::string_view what) const;
+  absl::StatusOr<TextTokens> EncodeCheckedText(absl::string_view text,
+                                               absl::string_view what) const;
 };
 
 }  // namespace dflash

@@ -61,7 +61,20 @@ TEST(HttpClientsTest, RealClientsGetTheDflashAnswers) {
       vectors.push_back(
           std::vector<float>(embedding.float32_values().begin(), embedding.float32_values().end()));
     }
+    // The model input ids of each text ([CLS]/[SEP] included), for the token-id inputs.
+    v1::TokenizeRequest tokenize;
+    tokenize.set_model("embed");
+    for (const std::string& text : request.inputs()) tokenize.add_inputs()->set_text(text);
+    v1::TokenizeResponse tokenized;
+    ASSERT_TRUE(stub.Tokenize(NewContext().get(), tokenize, &tokenized).ok());
+    json ids = json::array();
+    for (const v1::Encoding& encoding : tokenized.encodings()) {
+      std::vector<int32_t> list;
+      for (const v1::Token& token : encoding.tokens()) list.push_back(token.id());
+      ids.push_back(list);
+    }
     expected["embed"] = {{"inputs", {request.inputs(0), request.inputs(1)}},
+                         {"ids", ids},
                          {"vectors", vectors},
                          {"tokens", response.metadata().tokens()}};
   }

@@ -175,6 +175,108 @@ TEST_F(HttpTest, EmbedAndOpenAiEmbeddingsMatchEmbed) {
             expected.embeddings(0).float32_values(0));
 }
 
+// Token-id inputs are the model sequence as given: the ids of a text (with [CLS]/[SEP], as
+// Tokenize reports them) embed exactly as the text does, on both routes, and usage counts them.
+TEST_F(HttpTest, TokenIdInputsEmbedAsTheirText) {
+  v1::TokenizeRequest tokenize;
+  tokenize.set_model("embed");
+  tokenize.add_inputs()->set_text("first text");
+  tokenize.add_inputs()->set_text("second text");
+  v1::TokenizeResponse tokenized;
+  ASSERT_TRUE(server_->stub().Tokenize(NewContext().get(), tokenize, &tokenized).ok());
+  std::vector<std::vector<int32_t>> ids(2);
+  for (int i = 0; i < 2; ++i) {
+    for (const v1::Token& token : tokenized.encodings(i).tokens()) ids[i].push_back(token.id());
+  }
+  v1::EmbedRequest request;
+  request.set_model("embed");
+  request.add_inputs("first text");
+  request.add_inputs("second text");
+  v1::EmbedResponse expected;
+  ASSERT_TRUE(server_->stub().Embed(NewContext().get(), request, &expected).ok());
+
+  // TEI: one id list, and a batch mixing an id list and a text.
+  HttpAnswer single = Post("/models/embed/embed", {{"inputs", ids[0]}});
+  ASSERT_EQ(single.status, 200) << single.body;
+  HttpAnswer mixed = Post("/models/embed/embed", {{"inputs", {json(ids[0]), "second text"}}});
+  ASSERT_EQ(mixed.status, 200) << mixed.body;
+  for (const json& vectors : {Parse(single), Parse(mixed)}) {
+    ASSERT_EQ(vectors[0].size(), expected.embeddings(0).float32_values_size());
+    for (int k = 0; k < expected.embeddings(0).float32_values_size(); ++k) {
+      EXPECT_TRUE(Near(vectors[0][k].get<double>(), expected.embeddings(0).float32_values(k)));
+    }
+  }
+  EXPECT_TRUE(Near(Parse(mixed)[1][0].get<double>(), expected.embeddings(1).float32_values(0)));
+
+  // OpenAI: list[list[int]]; prompt_tokens counts the ids.
+  HttpAnswer openai = Post("/v1/embeddings", {{"model", "embed"}, {"input", ids}});
+  ASSERT_EQ(openai.status, 200) << openai.body;
+  json body = Parse(openai);
+  EXPECT_EQ(body["usage"]["prompt_tokens"].get<uint64_t>(), ids[0].size() + ids[1].size());
+  EXPECT_EQ(body["usage"]["prompt_tokens"].get<uint64_t>(), expected.metadata().tokens());
+  ASSERT_EQ(body["data"].size(), 2u);
+  EXPECT_TRUE(Near(body["data"][1]["embedding"][0].get<double>(),
+                   expected.embeddings(1).float32_values(0)));
+
+  // Without [CLS]/[SEP] nothing is added: a shorter sequence, counted as sent.
+  const std::vector<int32_t> content(ids[0].begin() + 1, ids[0].end() - 1);
+  HttpAnswer bare = Post("/v1/embeddings", {{"model", "embed"}, {"input", content}});
+  ASSERT_EQ(bare.status, 200) << bare.body;
+  EXPECT_EQ(Parse(bare)["usage"]["prompt_tokens"].get<uint64_t>(), content.size());
+}
+
+TEST_F(HttpTest, TokenIdInputErrors) {
+  // An id outside the vocabulary: 422 (TEI) / 400 in OpenAI's shape, naming input and index.
+  HttpAnswer tei = Post("/models/embed/embed", {{"inputs", {json({1, 5}), json({1, 1 << 30})}}});
+  EXPECT_EQ(tei.status, 422) << tei.body;
+  EXPECT_THAT(Parse(tei)["error"].get<std::string>(), HasSubstr("inputs[1]: token id [1]"));
+  HttpAnswer openai = Post("/v1/embeddings", {{"model", "embed"}, {"input", {1, -1}}});
+  EXPECT_EQ(openai.status, 400) << openai.body;
+  EXPECT_EQ(Parse(openai)["error"]["type"], "invalid_request_error");
+  EXPECT_THAT(Parse(openai)["error"]["message"].get<std::string>(),
+              HasSubstr("inputs[0]: token id [1]"));
+  // Empty id list: TEI's "Empty" error.
+  HttpAnswer empty = Post("/models/embed/embed", {{"inputs", {json::array()}}});
+  EXPECT_EQ(empty.status, 400) << empty.body;
+  EXPECT_EQ(Parse(empty)["error_type"], "Empty");
+  // Longer than the model takes: refused with truncate false, cut with truncate true.
+  const std::vector<int32_t> long_ids(static_cast<size_t>(kMaxInputLength) + 5, 5);
+  HttpAnswer refused = Post("/models/embed/embed", {{"inputs", long_ids}, {"truncate", false}});
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_THAT(Parse(refused)["error"].get<std::string>(), HasSubstr("inputs[0]"));
+  HttpAnswer cut = Post("/models/embed/embed", {{"inputs", long_ids}, {"truncate", true}});
+  EXPECT_EQ(cut.status, 200) << cut.body;
+}
+
+TEST_F(HttpTest, DecodeReturnsTheText) {
+  v1::TokenizeRequest tokenize;
+  tokenize.set_model("embed");
+  tokenize.add_inputs()->set_text("first text");
+  v1::TokenizeResponse tokenized;
+  ASSERT_TRUE(server_->stub().Tokenize(NewContext().get(), tokenize, &tokenized).ok());
+  std::vector<int32_t> ids;
+  for (const v1::Token& token : tokenized.encodings(0).tokens()) ids.push_back(token.id());
+
+  const double before = ScrapeRegistry(server_->runtime(), "dflash_requests_total",
+                                       {{"protocol", "http"}, {"rpc", "Decode"}, {"code", "OK"}});
+  HttpAnswer single = Post("/models/embed/decode", {{"ids", ids}});
+  ASSERT_EQ(single.status, 200) << single.body;
+  EXPECT_EQ(Parse(single), json({"first text"}));
+  EXPECT_EQ(ScrapeRegistry(server_->runtime(), "dflash_requests_total",
+                           {{"protocol", "http"}, {"rpc", "Decode"}, {"code", "OK"}}),
+            before + 1);
+  HttpAnswer kept =
+      Post("/models/embed/decode", {{"ids", {ids, ids}}, {"skip_special_tokens", false}});
+  ASSERT_EQ(kept.status, 200) << kept.body;
+  ASSERT_EQ(Parse(kept).size(), 2u);
+  EXPECT_THAT(Parse(kept)[1].get<std::string>(), HasSubstr("first text"));
+  EXPECT_NE(Parse(kept)[1], "first text");  // [CLS] and [SEP] are written.
+
+  HttpAnswer outside = Post("/models/embed/decode", {{"ids", {5, 1 << 30}}});
+  EXPECT_EQ(outside.status, 422) << outside.body;
+  EXPECT_THAT(Parse(outside)["error"].get<std::string>(), HasSubstr("ids: token id [1]"));
+}
+
 TEST_F(HttpTest, RerankRoutesMatchRerank) {
   v1::RerankRequest request;
   request.set_model("rerank");
@@ -561,9 +663,10 @@ TEST_F(HttpTest, OpenAiAndCohereErrorShapes) {
   EXPECT_EQ(bad_format.status, 400);
   EXPECT_THAT(Parse(bad_format)["error"]["message"].get<std::string>(),
               HasSubstr("encoding_format"));
-  HttpAnswer tokens = PostRaw("/v1/embeddings", R"({"model":"embed","input":[[1,2,3]]})");
-  EXPECT_EQ(tokens.status, 400);
-  EXPECT_THAT(Parse(tokens)["error"]["message"].get<std::string>(), HasSubstr("token-id"));
+  HttpAnswer tokens = PostRaw("/v1/embeddings", R"({"model":"embed","input":[[1,2.5,3]]})");
+  EXPECT_EQ(tokens.status, 400) << tokens.body;
+  EXPECT_THAT(Parse(tokens)["error"]["message"].get<std::string>(),
+              HasSubstr("input[0][1]: must be a token id"));
 
   HttpAnswer cohere = PostRaw("/v1/rerank", R"({"model":"rerank","query":"q","documents":[7]})");
   EXPECT_EQ(cohere.status, 400);

@@ -1,17 +1,18 @@
 // libFuzzer target: the HTTP front's request parsers and response renderers on arbitrary bytes.
 // The first byte picks the route (TEI /embed, /predict, /rerank, /tokenize, /zero_shot, OpenAI
-// /v1/embeddings, Cohere /v1/rerank, the router itself on a method and path, or
-// /token_classify); the rest is the
-// request body (or the path). Whatever the bytes: a refusal is INVALID_ARGUMENT with a message
-// that renders as a JSON error body of status 400 or 422 in every family; an accepted request is
-// a dflash.v1 message that serializes; a synthetic answer to it renders as JSON. Violations
-// abort so the fuzzer reports them.
+// /v1/embeddings, Cohere /v1/rerank, the router itself on a method and path, /token_classify, or
+// TEI /decode); the rest is the request body (or the path). /embed and /v1/embeddings take
+// token-id inputs too: their id lists must line up with the inputs. Whatever the bytes: a refusal
+// is INVALID_ARGUMENT with a message that renders as a JSON error body of status 400 or 422 in
+// every family; an accepted request is a dflash.v1 message that serializes; a synthetic answer to
+// it renders as JSON. Violations abort so the fuzzer reports them.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "server/http/cohere_rerank.h"
@@ -50,6 +51,18 @@ void CheckRefusal(const absl::Status& status) {
   }
 }
 
+// Token-id inputs: none, or one slot per input, set slots non-empty.
+template <typename Parsed>
+void CheckTokenIds(const Parsed& parsed) {
+  if (parsed.token_ids.empty()) return;
+  if (parsed.token_ids.size() != static_cast<size_t>(parsed.request.inputs_size())) {
+    Violation("token-id inputs do not line up with the inputs");
+  }
+  for (const auto& ids : parsed.token_ids) {
+    if (ids.has_value() && ids->empty()) Violation("an accepted token-id input is empty");
+  }
+}
+
 template <typename Message>
 void CheckSerializes(const Message& message) {
   std::string bytes;
@@ -72,7 +85,7 @@ void Run(const nlohmann::json& body, Parse parse, Answer answer) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const uint8_t selector = data[0] % 9;
+  const uint8_t selector = data[0] % 10;
   const absl::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   if (selector == 7) {  // The router: "<method> <path>".
     const size_t space = rest.find(' ');
@@ -94,6 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   switch (selector) {
     case 0:
       Run<http::TeiEmbed>(*body, http::ParseTeiEmbed, [](const http::TeiEmbed& parsed) {
+        CheckTokenIds(parsed);
         v1::EmbedResponse response;
         for (int i = 0; i < parsed.request.inputs_size(); ++i) {
           response.add_embeddings()->add_float32_values(static_cast<float>(i) / 3.0f);
@@ -153,6 +167,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     case 5:
       Run<http::OpenAiEmbeddings>(*body, http::ParseOpenAiEmbeddings,
                                   [](const http::OpenAiEmbeddings& parsed) {
+                                    CheckTokenIds(parsed);
                                     v1::EmbedResponse response;
                                     response.mutable_metadata()->set_model(parsed.request.model());
                                     for (int i = 0; i < parsed.request.inputs_size(); ++i) {
@@ -184,6 +199,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             return http::RenderTeiTokenClassify(response, parsed.batch);
           });
       break;
+    case 9: {
+      absl::StatusOr<http::TeiDecode> parsed = http::ParseTeiDecode(*body);
+      if (!parsed.ok()) {
+        CheckRefusal(parsed.status());
+        break;
+      }
+      if (parsed->ids.empty()) Violation("an accepted /decode has no id list");
+      std::vector<std::string> texts;
+      for (const std::vector<int32_t>& ids : parsed->ids) {
+        if (ids.empty()) Violation("an accepted /decode id list is empty");
+        // Text as a decoder could write it, invalid UTF-8 included.
+        std::string text;
+        for (const int32_t id : ids) text.push_back(static_cast<char>(id));
+        texts.push_back(std::move(text));
+      }
+      CheckJson(http::RenderTeiDecode(texts), "a rendered /decode answer");
+      break;
+    }
     default:
       Run<http::CohereRerank>(*body, http::ParseCohereRerank, [](const http::CohereRerank& parsed) {
         v1::RerankResponse response;

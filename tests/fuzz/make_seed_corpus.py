@@ -232,7 +232,7 @@ def kserve_seeds():
 def http_seeds():
     """http_request_fuzz: one selector byte (0 TEI /embed, 1 /predict, 2 /rerank, 3 /tokenize,
     4 /zero_shot, 5 OpenAI /v1/embeddings, 6 Cohere /v1/rerank, 7 the router on "METHOD path",
-    8 /token_classify) and the JSON body (or the request line)."""
+    8 /token_classify, 9 /decode) and the JSON body (or the request line)."""
     t = "http_request_fuzz"
     seeds = {
         "embed.bin": (0, {"inputs": ["a", "b"], "normalize": False, "truncate": True,
@@ -249,6 +249,11 @@ def http_seeds():
         "openai.bin": (5, {"model": "m", "input": ["a"], "encoding_format": "base64",
                            "dimensions": 4, "user": "u"}),
         "openai_tokens.bin": (5, {"input": [[1, 2], [3]]}),
+        "openai_token_list.bin": (5, {"input": [101, 7, -1, 2147483647]}),
+        "embed_token_ids.bin": (0, {"inputs": ["a", [1, 2, 3], []], "truncate": False}),
+        "embed_one_id_list.bin": (0, {"inputs": [1, 2, 4294967296, 1.5]}),
+        "decode.bin": (9, {"ids": [1, 5, 2], "skip_special_tokens": False}),
+        "decode_batch.bin": (9, {"ids": [[1, 2], [3], []], "model": "m"}),
         "token_classify.bin": (8, {"inputs": ["Ada in London", "x"],
                                    "aggregation_strategy": "simple", "ignore_labels": ["O"]}),
         "token_classify_inference_api.bin": (8, {"inputs": "Z\u00fcrich", "parameters": {
@@ -263,6 +268,7 @@ def http_seeds():
     write(t, "route_model.bin", b"\x07POST /models/embed/embed")
     write(t, "route_openai.bin", b"\x07GET /v1/models/x")
     write(t, "route_bad.bin", b"\x07DELETE /models//")
+    write(t, "route_decode.bin", b"\x07POST /models/embed/decode")
 
 
 class _FakeTorch:

@@ -63,6 +63,15 @@ check("openai usage", answer.usage.prompt_tokens == embed["tokens"], answer.usag
 check("openai model", answer.model == "embed", answer.model)
 answer = client.embeddings.create(model="embed", input=embed["inputs"][0], encoding_format="float")
 check("openai embeddings (float)", vectors_equal([answer.data[0].embedding], embed["vectors"][:1]))
+# Token-id input: the texts' model input ids embed as the texts do, and usage counts them.
+answer = client.embeddings.create(model="embed", input=embed["ids"])
+check("openai embeddings (token-id lists)",
+      vectors_equal([item.embedding for item in answer.data], embed["vectors"]))
+check("openai usage of token ids",
+      answer.usage.prompt_tokens == sum(len(ids) for ids in embed["ids"]), answer.usage)
+answer = client.embeddings.create(model="embed", input=embed["ids"][0], encoding_format="float")
+check("openai embeddings (one token-id list)",
+      vectors_equal([answer.data[0].embedding], embed["vectors"][:1]))
 models = client.models.list()
 check("openai models.list", [m.id for m in models.data] == EXPECTED["models"],
       [m.id for m in models.data])
@@ -120,6 +129,10 @@ tokens = session.post(f"{BASE}/tokenize", json={"inputs": tokenize["text"]}).jso
 check("requests /tokenize", [(t["id"], t["special"], t["start"]) for t in tokens] ==
       [(t["id"], t["special"], None if t["special"] else t["start"]) for t in tokenize["tokens"]],
       tokens)
+vectors = session.post(f"{BASE}/models/embed/embed", json={"inputs": embed["ids"]}).json()
+check("requests /embed with token ids", vectors_equal(vectors, embed["vectors"]))
+texts = session.post(f"{BASE}/models/embed/decode", json={"ids": embed["ids"]}).json()
+check("requests /decode", texts == embed["inputs"], texts)
 vectors = session.post(f"{BASE}/models/embed", json={"inputs": embed["inputs"][0]}).json()
 check("requests / (embedding model)", vectors_equal(vectors, embed["vectors"][:1]))
 scores = session.post(f"{BASE}/invocations", json={"inputs": classify["text"]}).json()

@@ -166,6 +166,11 @@ const std::string* AddedVocabulary::IdToToken(int32_t id) const {
   return it == tokens_.end() ? nullptr : &it->second.content;
 }
 
+bool AddedVocabulary::IsSpecial(int32_t id) const {
+  const auto it = tokens_.find(id);
+  return it != tokens_.end() && it->second.special;
+}
+
 void AddedVocabulary::SplitWithMatcher(const AlignedText& text, const Matcher& matcher,
                                        std::vector<TextSegment>* out) const {
   const std::string& s = text.text();

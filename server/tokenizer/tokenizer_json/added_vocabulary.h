@@ -55,6 +55,8 @@ class AddedVocabulary {
   int32_t TokenToId(absl::string_view content) const;
   // The content of added token `id`, or nullptr.
   const std::string* IdToToken(int32_t id) const;
+  // Whether `id` is an added token marked "special" (which decoding may skip).
+  bool IsSpecial(int32_t id) const;
   // One more than the largest id; 0 when empty.
   int32_t end_id() const { return end_id_; }
 

@@ -81,8 +81,8 @@ absl::StatusOr<std::unique_ptr<JsonTokenizer>> JsonTokenizer::FromJson(
     DFLASH_ASSIGN_OR_RETURN(const std::string value, version.String());
     if (value != "1.0") return version.Unsupported(absl::StrCat("version \"", value, "\""));
   }
-  // truncation and padding are request settings that transformers overrides on every call, and
-  // the decoder only turns ids back into text: none of them changes an encoding here.
+  // truncation and padding are request settings that transformers overrides on every call: neither
+  // changes an encoding here.
   DFLASH_ASSIGN_OR_RETURN(tokenizer->model_, tokenizer_json::UnigramModel::Parse(
                                                  root.Member("model"), limits.max_pieces));
   if (const JsonNode node = root.Member("normalizer"); !node.IsNull()) {
@@ -95,6 +95,8 @@ absl::StatusOr<std::unique_ptr<JsonTokenizer>> JsonTokenizer::FromJson(
                           tokenizer_json::AddedVocabulary::Parse(
                               root.Member("added_tokens"), *tokenizer->model_,
                               tokenizer->normalizer_.get(), limits.max_added_tokens));
+  DFLASH_ASSIGN_OR_RETURN(tokenizer->decoder_,
+                          tokenizer_json::Decoder::Parse(root.Member("decoder")));
   DFLASH_ASSIGN_OR_RETURN(tokenizer->template_, tokenizer_json::ParseTemplateProcessing(
                                                     root.Member("post_processor"), kMaxTokenId));
 
@@ -125,31 +127,8 @@ absl::string_view JsonTokenizer::TokenText(int32_t id) const {
   return model_->IdToPiece(id);
 }
 
-TruncationOptions JsonTokenizer::DefaultTruncation() const {
-  TruncationOptions options;
-  options.side = config_.truncation_side;
-  if (config_.model_max_length.has_value()) {
-    options.strategy = TruncationStrategy::kLongestFirst;
-    options.max_length = *config_.model_max_length;
-  }
-  return options;
-}
-
-absl::Status JsonTokenizer::CheckSize(absl::string_view text, absl::string_view what) const {
-  if (text.size() <= options_.max_input_bytes) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(what, " is ", text.size(),
-                                                 " bytes, more than the limit of ",
-                                                 options_.max_input_bytes, " bytes per text"));
-}
-
-absl::StatusOr<TextTokens> JsonTokenizer::EncodeText(absl::string_view text) const {
-  return EncodeCheckedText(text, "text");
-}
-
-absl::StatusOr<TextTokens> JsonTokenizer::EncodeCheckedText(absl::string_view text,
-                                                            absl::string_view what) const {
-  DFLASH_RETURN_IF_ERROR(CheckSize(text, what));
-  DFLASH_RETURN_IF_ERROR(ValidateUtf8(text, what));
+absl::StatusOr<TextTokens> JsonTokenizer::TokenizeText(absl::string_view text,
+                                                       absl::string_view what) const {
   TextTokens tokens;
   std::vector<ModelToken> model_tokens;
   std::vector<AlignedText> pieces;
@@ -184,17 +163,24 @@ absl::StatusOr<Encoding> JsonTokenizer::Assemble(const TextTokens& first, const 
   return AssembleEncoding(template_, first, second, truncation);
 }
 
-absl::StatusOr<Encoding> JsonTokenizer::Encode(absl::string_view text,
-                                               std::optional<absl::string_view> pair,
-                                               const TruncationOptions& truncation) const {
-  // Both sizes are checked before either text is tokenized.
-  DFLASH_RETURN_IF_ERROR(CheckSize(text, pair.has_value() ? "first text" : "text"));
-  if (pair.has_value()) DFLASH_RETURN_IF_ERROR(CheckSize(*pair, "second text"));
-  DFLASH_ASSIGN_OR_RETURN(const TextTokens first,
-                          EncodeCheckedText(text, pair.has_value() ? "first text" : "text"));
-  if (!pair.has_value()) return Assemble(first, nullptr, truncation);
-  DFLASH_ASSIGN_OR_RETURN(const TextTokens second, EncodeCheckedText(*pair, "second text"));
-  return Assemble(first, &second, truncation);
+absl::StatusOr<std::string> JsonTokenizer::Decode(absl::Span<const int32_t> ids,
+                                                  bool skip_special_tokens) const {
+  DFLASH_RETURN_IF_ERROR(CheckIds(ids));
+  std::vector<absl::string_view> tokens;
+  tokens.reserve(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (const std::string* content = added_->IdToToken(ids[i])) {
+      if (!(skip_special_tokens && added_->IsSpecial(ids[i]))) tokens.push_back(*content);
+      continue;
+    }
+    const absl::string_view piece = model_->IdToPiece(ids[i]);
+    if (piece.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id [", i, "] is ", ids[i], ", which names no token of the model"));
+    }
+    tokens.push_back(piece);
+  }
+  return decoder_.Decode(tokens);
 }
 
 }  // namespace dflash

@@ -6,6 +6,7 @@
 //   3. each split is tokenized by the Unigram model (unigram_model.h);
 //   4. the post-processor's template adds the special tokens and type ids
 //      (template_processing.h), with truncation by the Rust rules (truncation.h).
+// Decode runs the file's decoder (decoders.h).
 // tokenizer_config.json, when present, supplies what tokenizer.json does not hold:
 // model_max_length, truncation_side and the names of the special tokens.
 //
@@ -24,11 +25,14 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "server/tokenizer/tokenizer.h"
 #include "server/tokenizer/tokenizer_json/added_vocabulary.h"
+#include "server/tokenizer/tokenizer_json/decoders.h"
 #include "server/tokenizer/tokenizer_json/normalizers.h"
 #include "server/tokenizer/tokenizer_json/pre_tokenizers.h"
 #include "server/tokenizer/tokenizer_json/template_processing.h"
@@ -54,12 +58,13 @@ class JsonTokenizer : public Tokenizer {
       absl::string_view json, TokenizerConfig config, const TokenizerOptions& options = {},
       const TokenizerJsonLimits& limits = {});
 
-  absl::StatusOr<Encoding> Encode(absl::string_view text, std::optional<absl::string_view> pair,
-                                  const TruncationOptions& truncation) const override;
-  absl::StatusOr<TextTokens> EncodeText(absl::string_view text) const override;
   absl::StatusOr<Encoding> Assemble(const TextTokens& first, const TextTokens* second,
                                     const TruncationOptions& truncation) const override;
-  TruncationOptions DefaultTruncation() const override;
+  // As tokenizers' decode: each id's token (an added token's content, else the model's piece),
+  // special added tokens left out when `skip_special_tokens`, through the file's decoder
+  // (decoders.h). Unlike tokenizers, which drops an id it does not know, such an id is an error.
+  absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids,
+                                     bool skip_special_tokens) const override;
 
   int32_t cls_id() const override { return cls_id_; }
   int32_t sep_id() const override { return sep_id_; }
@@ -73,9 +78,9 @@ class JsonTokenizer : public Tokenizer {
 
  private:
   JsonTokenizer() = default;
-  absl::Status CheckSize(absl::string_view text, absl::string_view what) const;
-  absl::StatusOr<TextTokens> EncodeCheckedText(absl::string_view text,
-                                               absl::string_view what) const;
+  absl::StatusOr<TextTokens> TokenizeText(absl::string_view text,
+                                          absl::string_view what) const override;
+  size_t max_input_bytes() const override { return options_.max_input_bytes; }
   // The id of a special token named in tokenizer_config.json, or `fallback`.
   int32_t ResolveId(const std::string& token, int32_t fallback) const;
 
@@ -85,6 +90,7 @@ class JsonTokenizer : public Tokenizer {
   std::unique_ptr<tokenizer_json::PreTokenizer> pre_tokenizer_;  // May be null.
   std::unique_ptr<tokenizer_json::UnigramModel> model_;
   std::unique_ptr<tokenizer_json::AddedVocabulary> added_;
+  tokenizer_json::Decoder decoder_;
   EncodingTemplate template_;
   int32_t cls_id_ = -1;
   int32_t sep_id_ = -1;

@@ -20,6 +20,7 @@
 namespace dflash::http {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
 
@@ -42,6 +43,8 @@ TEST(HttpRouterTest, MatchesEveryRoute) {
       {"HEAD", "/health", Endpoint::kHealth, ApiFamily::kTei, ""},
       {"GET", "/info", Endpoint::kInfo, ApiFamily::kTei, ""},
       {"POST", "/embed", Endpoint::kEmbed, ApiFamily::kTei, ""},
+      {"POST", "/decode", Endpoint::kDecode, ApiFamily::kTei, ""},
+      {"POST", "/models/m/decode", Endpoint::kDecode, ApiFamily::kTei, "m"},
       {"POST", "/predict", Endpoint::kPredict, ApiFamily::kTei, ""},
       {"POST", "/rerank", Endpoint::kRerank, ApiFamily::kTei, ""},
       {"POST", "/tokenize", Endpoint::kTokenize, ApiFamily::kTei, ""},
@@ -135,6 +138,89 @@ TEST(TeiRequestsTest, FieldErrorsNameTheField) {
     EXPECT_THAT(embed.status().message(), HasSubstr(test.field));
     EXPECT_EQ(HttpStatusFor(ApiFamily::kTei, embed.status()), test.status);
   }
+}
+
+TEST(TeiRequestsTest, EmbedTokenIdInputs) {
+  // A list of numbers is one input given as ids; a list may mix texts and id lists, as TEI's.
+  absl::StatusOr<TeiEmbed> single = ParseTeiEmbed(Body(R"({"inputs":[1,7,-3,2]})"));
+  ASSERT_TRUE(single.ok()) << single.status();
+  ASSERT_EQ(single->request.inputs_size(), 1);
+  ASSERT_EQ(single->token_ids.size(), 1u);
+  ASSERT_TRUE(single->token_ids[0].has_value());
+  EXPECT_THAT(*single->token_ids[0], ElementsAre(1, 7, -3, 2));
+
+  absl::StatusOr<TeiEmbed> mixed = ParseTeiEmbed(Body(R"({"inputs":["a",[1,2],"b"]})"));
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  ASSERT_EQ(mixed->request.inputs_size(), 3);
+  EXPECT_EQ(mixed->request.inputs(0), "a");
+  ASSERT_EQ(mixed->token_ids.size(), 3u);
+  EXPECT_FALSE(mixed->token_ids[0].has_value());
+  EXPECT_THAT(*mixed->token_ids[1], ElementsAre(1, 2));
+  EXPECT_FALSE(mixed->token_ids[2].has_value());
+
+  absl::StatusOr<TeiEmbed> texts = ParseTeiEmbed(Body(R"({"inputs":["a","b"]})"));
+  ASSERT_TRUE(texts.ok());
+  EXPECT_TRUE(texts->token_ids.empty());
+
+  struct Case {
+    const char* body;
+    const char* field;
+    int status;
+  };
+  const Case cases[] = {
+      {R"({"inputs":[[]]})", "inputs[0]: the token id list is empty", 400},
+      {R"({"inputs":["a",[1,"b"]]})", "inputs[1][1]: must be a token id", 422},
+      {R"({"inputs":[1,2.5]})", "inputs[1]: must be a token id", 422},
+      {R"({"inputs":[1,2147483648]})", "inputs[1]: must be a token id", 422},
+      {R"({"inputs":[1,-2147483649]})", "inputs[1]: must be a token id", 422},
+      {R"({"inputs":[1,true]})", "inputs[1]: must be a token id", 422},
+      {R"({"inputs":[[1],{}]})", "inputs[1]: must be a string or a list of token ids", 422},
+  };
+  for (const Case& test : cases) {
+    SCOPED_TRACE(test.body);
+    absl::StatusOr<TeiEmbed> embed = ParseTeiEmbed(Body(test.body));
+    ASSERT_FALSE(embed.ok());
+    EXPECT_THAT(embed.status().message(), HasSubstr(test.field));
+    EXPECT_EQ(HttpStatusFor(ApiFamily::kTei, embed.status()), test.status);
+  }
+}
+
+TEST(TeiRequestsTest, DecodeBodies) {
+  absl::StatusOr<TeiDecode> single = ParseTeiDecode(Body(R"({"ids":[1,5,2]})"));
+  ASSERT_TRUE(single.ok()) << single.status();
+  ASSERT_EQ(single->ids.size(), 1u);
+  EXPECT_THAT(single->ids[0], ElementsAre(1, 5, 2));
+  EXPECT_TRUE(single->skip_special_tokens);
+  absl::StatusOr<TeiDecode> batch =
+      ParseTeiDecode(Body(R"({"ids":[[1],[5,6]],"skip_special_tokens":false,"model":"m"})"));
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_EQ(batch->ids.size(), 2u);
+  EXPECT_THAT(batch->ids[1], ElementsAre(5, 6));
+  EXPECT_FALSE(batch->skip_special_tokens);
+  EXPECT_EQ(batch->model, "m");
+
+  struct Case {
+    const char* body;
+    const char* field;
+    int status;
+  };
+  const Case cases[] = {
+      {R"({})", "ids: is required", 422},
+      {R"({"ids":"1 2"})", "ids: must be a list", 422},
+      {R"({"ids":[]})", "ids: must not be empty", 400},
+      {R"({"ids":[[1],[]]})", "ids[1]: the token id list is empty", 400},
+      {R"({"ids":[[1],2]})", "ids[1]: must be a list of token ids", 422},
+      {R"({"ids":[1,"a"]})", "ids[1]: must be a token id", 422},
+      {R"({"ids":[1],"skip_special_tokens":"no"})", "skip_special_tokens", 422},
+  };
+  for (const Case& test : cases) {
+    SCOPED_TRACE(test.body);
+    absl::StatusOr<TeiDecode> decode = ParseTeiDecode(Body(test.body));
+    ASSERT_FALSE(decode.ok());
+    EXPECT_THAT(decode.status().message(), HasSubstr(test.field));
+    EXPECT_EQ(HttpStatusFor(ApiFamily::kTei, decode.status()), test.status);
+  }
+  EXPECT_EQ(RenderTeiDecode({"a b", "", "\xff"}), "[\"a b\",\"\",\"\xEF\xBF\xBD\"]");
 }
 
 TEST(TeiRequestsTest, PredictInputShapes) {
@@ -347,9 +433,20 @@ TEST(OpenAiEmbeddingsTest, RequestAndResponse) {
   EXPECT_TRUE(parsed->base64);
   EXPECT_EQ(parsed->request.dimensions(), 4u);
   EXPECT_TRUE(parsed->request.normalize());
-  for (const char* bad :
-       {R"({"input":[1,2]})", R"({"input":[[1,2]]})", R"({"input":"a","encoding_format":"x"})",
-        R"({"input":[]})", R"({"model":"m"})", R"({"input":"a","user":3})"}) {
+  EXPECT_TRUE(parsed->token_ids.empty());
+  // OpenAI's token forms: list[int] is one input, list[list[int]] a batch.
+  absl::StatusOr<OpenAiEmbeddings> ids = ParseOpenAiEmbeddings(Body(R"({"input":[1,2,3]})"));
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_EQ(ids->request.inputs_size(), 1);
+  EXPECT_THAT(*ids->token_ids.at(0), ElementsAre(1, 2, 3));
+  absl::StatusOr<OpenAiEmbeddings> lists = ParseOpenAiEmbeddings(Body(R"({"input":[[1,2],[3]]})"));
+  ASSERT_TRUE(lists.ok()) << lists.status();
+  ASSERT_EQ(lists->request.inputs_size(), 2);
+  EXPECT_THAT(*lists->token_ids.at(1), ElementsAre(3));
+  for (const char* bad : {R"({"input":[1,"a"]})", R"({"input":[[]]})", R"({"input":[[1.5]]})",
+                          R"({"model":"embed","input":[[1,2.5,3]]})", R"({"input":[[4294967296]]})",
+                          R"({"input":"a","encoding_format":"x"})", R"({"input":[]})",
+                          R"({"model":"m"})", R"({"input":"a","user":3})"}) {
     SCOPED_TRACE(bad);
     absl::StatusOr<OpenAiEmbeddings> refused = ParseOpenAiEmbeddings(Body(bad));
     ASSERT_FALSE(refused.ok());
