@@ -95,6 +95,12 @@ class ServerProcess {
     return log_;
   }
 
+  // All the process wrote; only once WaitForExit saw it end (the reader then meets the pipe's end).
+  std::string FinalLog() {
+    if (reader_.joinable()) reader_.join();
+    return log();
+  }
+
   // The gRPC port from the log line "serving gRPC on port N"; nullopt after kWaitLimit.
   std::optional<int> WaitForPort() const {
     std::optional<int> port;
@@ -211,6 +217,41 @@ class SignalTest : public ::testing::Test {
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
   std::vector<std::unique_ptr<AsyncClassify>> calls_;
 };
+
+// Every --set flag applies, in order, a later one winning on the same key; each may carry a
+// comma-separated list.
+TEST(CommandLineTest, EverySetFlagAppliesInOrder) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start({
+      absl::StrCat("--model=", DemoModelDir().string()),
+      "--set=server.worker_threads=3",
+      "--set=models.0.batching.max_batch_tokens=777,server.drain_grace_period=7s",
+      "--set=server.worker_threads=5",
+      "--check_config",
+  });
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  const std::optional<int> status = server.WaitForExit();
+  ASSERT_TRUE(status.has_value()) << "still running:\n" << server.log();
+  const std::string summary = server.FinalLog();
+  ASSERT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << summary;
+  EXPECT_THAT(summary, HasSubstr("worker threads 5"));
+  EXPECT_THAT(summary, HasSubstr("batching: 777 tokens"));
+  EXPECT_THAT(summary, HasSubstr("drain grace 7s"));
+}
+
+// --help lists the server's flags, --set with how repeated ones combine.
+TEST(CommandLineTest, HelpListsTheServerFlags) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start({"--help"});
+  ASSERT_TRUE(started.ok()) << started.status();
+  ServerProcess& server = **started;
+  ASSERT_TRUE(server.WaitForExit().has_value()) << "still running:\n" << server.log();
+  const std::string help = server.FinalLog();
+  for (const char* flag : {"--config ", "--model ", "--listen ", "--backend ", "--check_config "}) {
+    EXPECT_THAT(help, HasSubstr(flag));
+  }
+  EXPECT_THAT(help, HasSubstr("--set (Config overrides"));
+  EXPECT_THAT(help, HasSubstr("Repeatable:"));
+}
 
 // The grace period bounds the drain: what is still queued when it ends is answered UNAVAILABLE,
 // every accepted request has an answer, and the process says so and exits 0.
