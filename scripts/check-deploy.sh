@@ -83,7 +83,7 @@ for arg in container["args"]:
 PY
   )
   summary=$("$build/bin/dflash-server" "${server_args[@]}" --check_config)
-  # Every overlay keeps the API keys on (a second --set flag would silently drop the base's).
+  # Every overlay keeps the API keys on (an overlay that replaced the base's --set would drop them).
   if ! grep -q "API keys required" <<<"$summary"; then
     echo "check-deploy: $overlay: the server would run without API keys:" >&2
     echo "$summary" >&2

@@ -2,9 +2,9 @@
 // reflection) with dynamic batching, and Prometheus metrics over HTTP.
 //
 // Configuration comes from a YAML file (--config, see config/server.yaml) or, for a quick start,
-// from one checkpoint directory (--model); flags and --set override single settings. SIGTERM or
-// SIGINT drains: health turns NOT_SERVING, new calls get UNAVAILABLE, accepted requests are
-// answered as usual for up to drain_grace_period, then whatever is still queued is answered
+// from one checkpoint directory (--model); flags and --set (repeatable) override single settings.
+// SIGTERM or SIGINT drains: health turns NOT_SERVING, new calls get UNAVAILABLE, accepted requests
+// are answered as usual for up to drain_grace_period, then whatever is still queued is answered
 // UNAVAILABLE without being computed (batches already on an engine end), and the process exits:
 // 0 when every accepted request got an answer, 1 when some did not. A second SIGTERM or SIGINT
 // during the drain ends the grace period at once (same answers, same exit codes); further ones
@@ -26,11 +26,14 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dflash_revision.h"  // Generated: DFLASH_REVISION (cmake/DflashRevision.cmake).
 #include "engine/common/logging.h"
 #include "engine/common/status_macros.h"
+#include "server/cli/config_override_flag.h"
 #include "server/config/server_config.h"
 #include "server/service/serving_runtime.h"
 
@@ -44,16 +47,13 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "Overrides server.metrics_listen (host:port; \"off\" disables the endpoint).");
 ABSL_FLAG(std::string, backend, "",
           "Overrides every model's backend: auto, cpu, cuda or null (no compute; benchmarks).");
-ABSL_FLAG(std::vector<std::string>, set, {},
-          "Comma-separated config overrides, dotted.path=value, e.g. "
-          "--set=server.worker_threads=4,models.0.batching.max_batch_tokens=8192");
 ABSL_FLAG(bool, check_config, false, "Validate the configuration, print it, and exit.");
 
 namespace dflash::serving {
 namespace {
 
 absl::StatusOr<ServerConfig> BuildConfig() {
-  std::vector<std::string> overrides = absl::GetFlag(FLAGS_set);
+  std::vector<std::string> overrides = ConfigOverridesFromSetFlags();
   const std::string config_path = absl::GetFlag(FLAGS_config);
   const std::string model_dir = absl::GetFlag(FLAGS_model);
   if (!absl::GetFlag(FLAGS_listen).empty()) {
@@ -222,6 +222,13 @@ int main(int argc, char** argv) {
       "SIGTERM/SIGINT ends the grace period at once. Exit status 0 when every accepted request\n"
       "was answered, 1 when some were not (or the server could not start), 2 for a bad\n"
       "configuration. Health: grpc.health.v1; metrics: http://<metrics_listen>/metrics.");
+  // --help lists the server's own flags (server/cli/), not those of the libraries it links:
+  // absl's default looks for a file named after the binary, which this one's main is not.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = usage.contains_helpshort_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "server/cli/");
+  };
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   return dflash::serving::Serve();
 }

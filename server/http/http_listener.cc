@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <mutex>
 #include <optional>
 
@@ -14,7 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "engine/common/logging.h"
+#include "server/microhttpd/daemon_log.h"
 
 namespace dflash::http {
 
@@ -24,14 +23,6 @@ const std::string* HttpRequest::Header(absl::string_view name) const {
   }
   return nullptr;
 }
-
-// Collects libmicrohttpd's messages: while Start() runs, to explain a failure in its status;
-// afterwards, into the server's log.
-struct HttpListener::ErrorLog {
-  std::mutex mutex;
-  bool starting = true;
-  std::string start_messages;
-};
 
 // What one request's answer needs, shared by the listener and the responder: the responder may
 // run on any thread, before or after the listener suspends the connection, or after the client
@@ -229,26 +220,10 @@ HttpResponse HttpListener::Refusal(absl::string_view path, int status,
   return response;
 }
 
-void HttpListener::LogMessage(void* log, const char* format, va_list arguments) {
-  char text[512];
-  std::vsnprintf(text, sizeof(text), format, arguments);
-  std::string message(absl::StripAsciiWhitespace(text));
-  auto& error_log = *static_cast<ErrorLog*>(log);
-  {
-    std::lock_guard<std::mutex> lock(error_log.mutex);
-    if (error_log.starting) {
-      absl::StrAppend(&error_log.start_messages, error_log.start_messages.empty() ? "" : "; ",
-                      message);
-      return;
-    }
-  }
-  Log().debug("http listener: {}", message);
-}
-
 HttpListener::HttpListener(HttpListenerOptions options, HttpHandler handler)
     : options_(std::move(options)),
       handler_(std::move(handler)),
-      error_log_(std::make_unique<ErrorLog>()) {}
+      daemon_log_(std::make_unique<microhttpd::DaemonLog>("http listener", spdlog::level::debug)) {}
 
 absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOptions options,
                                                                   HttpHandler handler) {
@@ -304,8 +279,8 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
     if (candidate->ai_family == AF_INET6) flags |= MHD_USE_DUAL_STACK;
     if (tls) flags |= MHD_USE_TLS;
     std::vector<MHD_OptionItem> items = {
-        {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&LogMessage),
-         listener->error_log_.get()},
+        {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&microhttpd::DaemonLog::Collect),
+         listener->daemon_log_.get()},
         {MHD_OPTION_SOCK_ADDR, 0, candidate->ai_addr},
         {MHD_OPTION_THREAD_POOL_SIZE, std::max(1u, settings.threads), nullptr},
         {MHD_OPTION_CONNECTION_LIMIT, settings.max_connections, nullptr},
@@ -328,22 +303,10 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
                                          nullptr, &ListenerCallbacks::Access, listener.get(),
                                          MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
   }
-  {
-    std::lock_guard<std::mutex> lock(listener->error_log_->mutex);
-    listener->error_log_->starting = false;
-    if (listener->daemon_ == nullptr) {
-      const std::string& messages = listener->error_log_->start_messages;
-      return absl::UnavailableError(
-          absl::StrCat("cannot serve HTTP on '", address,
-                       "': ", messages.empty() ? "unknown error" : messages, " (libmicrohttpd)"));
-    }
-  }
-  const MHD_DaemonInfo* bound = MHD_get_daemon_info(listener->daemon_, MHD_DAEMON_INFO_BIND_PORT);
-  if (bound == nullptr || bound->port == 0) {
-    return absl::InternalError(
-        absl::StrCat("HTTP listener on '", address, "' reports no bound port"));
-  }
-  listener->port_ = bound->port;
+  absl::StatusOr<int> bound_port =
+      listener->daemon_log_->EndStart(listener->daemon_, absl::StrCat("HTTP on '", address, "'"));
+  if (!bound_port.ok()) return bound_port.status();
+  listener->port_ = *bound_port;
   return listener;
 }
 

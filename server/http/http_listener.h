@@ -9,7 +9,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <cstdarg>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,6 +23,10 @@
 #include "absl/time/time.h"
 
 struct MHD_Daemon;
+
+namespace dflash::microhttpd {
+class DaemonLog;
+}  // namespace dflash::microhttpd
 
 namespace dflash::http {
 
@@ -93,15 +96,12 @@ class HttpListener {
  private:
   friend struct ListenerCallbacks;
   HttpResponse Refusal(absl::string_view path, int status, absl::string_view message) const;
-  struct ErrorLog;
   explicit HttpListener(HttpListenerOptions options, HttpHandler handler);
-
-  __attribute__((format(printf, 2, 0))) static void LogMessage(void* log, const char* format,
-                                                               va_list arguments);
 
   HttpListenerOptions options_;
   HttpHandler handler_;
-  std::unique_ptr<ErrorLog> error_log_;
+  // What libmicrohttpd reports; outlives daemon_.
+  std::unique_ptr<microhttpd::DaemonLog> daemon_log_;
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   std::atomic<bool> closing_{false};

@@ -4,28 +4,17 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
-#include <cstdarg>
-#include <cstdio>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "engine/common/logging.h"
 #include "server/metrics/text_exposition.h"
+#include "server/microhttpd/daemon_log.h"
 
 namespace dflash::metrics {
-
-// Collects libmicrohttpd's messages: while Start() runs, to explain a failure in its status;
-// afterwards (a connection that cannot be served), into the server's log.
-struct MetricsHttpServer::ErrorLog {
-  std::mutex mutex;
-  bool starting = true;
-  std::string start_messages;
-};
 
 namespace {
 
@@ -126,24 +115,11 @@ constexpr unsigned int kIdleTimeoutSeconds = 5;
 
 }  // namespace
 
-void MetricsHttpServer::LogMessage(void* log, const char* format, va_list arguments) {
-  char text[512];
-  std::vsnprintf(text, sizeof(text), format, arguments);
-  std::string message(absl::StripAsciiWhitespace(text));
-  auto& error_log = *static_cast<ErrorLog*>(log);
-  {
-    std::lock_guard<std::mutex> lock(error_log.mutex);
-    if (error_log.starting) {
-      absl::StrAppend(&error_log.start_messages, error_log.start_messages.empty() ? "" : "; ",
-                      message);
-      return;
-    }
-  }
-  Log().warn("metrics endpoint: {}", message);
-}
-
 MetricsHttpServer::MetricsHttpServer(const Registry& registry)
-    : registry_(registry), error_log_(std::make_unique<ErrorLog>()) {}
+    : registry_(registry),
+      // After the start, a message is about a connection that cannot be served.
+      daemon_log_(
+          std::make_unique<microhttpd::DaemonLog>("metrics endpoint", spdlog::level::warn)) {}
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     const std::string& listen_address, const Registry& registry) {
@@ -184,27 +160,16 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
         flags, parsed->port, /*apc=*/nullptr,
         /*apc_cls=*/nullptr, &HandleRequest, const_cast<Registry*>(&server->registry_),
         // The logger first, so that it receives the messages about the other options too.
-        MHD_OPTION_EXTERNAL_LOGGER, &LogMessage, server->error_log_.get(), MHD_OPTION_SOCK_ADDR,
-        static_cast<const sockaddr*>(address->ai_addr), MHD_OPTION_CONNECTION_LIMIT,
-        kMaxConnections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, kMaxConnectionsPerClient,
-        MHD_OPTION_CONNECTION_TIMEOUT, kIdleTimeoutSeconds, MHD_OPTION_END);
+        MHD_OPTION_EXTERNAL_LOGGER, &microhttpd::DaemonLog::Collect, server->daemon_log_.get(),
+        MHD_OPTION_SOCK_ADDR, static_cast<const sockaddr*>(address->ai_addr),
+        MHD_OPTION_CONNECTION_LIMIT, kMaxConnections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        kMaxConnectionsPerClient, MHD_OPTION_CONNECTION_TIMEOUT, kIdleTimeoutSeconds,
+        MHD_OPTION_END);
   }
-  {
-    std::lock_guard<std::mutex> lock(server->error_log_->mutex);
-    server->error_log_->starting = false;
-    if (server->daemon_ == nullptr) {
-      const std::string& messages = server->error_log_->start_messages;
-      return absl::UnavailableError(
-          absl::StrCat("cannot serve metrics on '", listen_address,
-                       "': ", messages.empty() ? "unknown error" : messages, " (libmicrohttpd)"));
-    }
-  }
-  const MHD_DaemonInfo* bound = MHD_get_daemon_info(server->daemon_, MHD_DAEMON_INFO_BIND_PORT);
-  if (bound == nullptr || bound->port == 0) {
-    return absl::InternalError(
-        absl::StrCat("metrics server on '", listen_address, "' reports no bound port"));
-  }
-  server->port_ = bound->port;
+  absl::StatusOr<int> bound_port = server->daemon_log_->EndStart(
+      server->daemon_, absl::StrCat("metrics on '", listen_address, "'"));
+  if (!bound_port.ok()) return bound_port.status();
+  server->port_ = *bound_port;
   return server;
 }
 

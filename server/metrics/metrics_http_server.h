@@ -1,7 +1,6 @@
 // Serves a registry's text exposition at GET /metrics on its own port, using libmicrohttpd.
 #pragma once
 
-#include <cstdarg>
 #include <memory>
 #include <string>
 
@@ -9,6 +8,10 @@
 #include "server/metrics/metric_registry.h"
 
 struct MHD_Daemon;
+
+namespace dflash::microhttpd {
+class DaemonLog;
+}  // namespace dflash::microhttpd
 
 namespace dflash::metrics {
 
@@ -32,17 +35,11 @@ class MetricsHttpServer {
   int port() const { return port_; }
 
  private:
-  struct ErrorLog;
-
-  // libmicrohttpd's logger (MHD_LogCallback); `log` is the server's ErrorLog.
-  __attribute__((format(printf, 2, 0))) static void LogMessage(void* log, const char* format,
-                                                               va_list arguments);
-
   explicit MetricsHttpServer(const Registry& registry);
 
   const Registry& registry_;
   // What libmicrohttpd reports while the daemon runs; outlives daemon_.
-  std::unique_ptr<ErrorLog> error_log_;
+  std::unique_ptr<microhttpd::DaemonLog> daemon_log_;
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
 };

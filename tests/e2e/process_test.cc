@@ -95,6 +95,12 @@ class ServerProcess {
     return log_;
   }
 
+  // All the process wrote; only once WaitForExit saw it end (the reader then meets the pipe's end).
+  std::string FinalLog() {
+    if (reader_.joinable()) reader_.join();
+    return log();
+  }
+
   // The gRPC port from the log line "serving gRPC on port N"; nullopt after kWaitLimit.
   std::optional<int> WaitForPort() const {
     std::optional<int> port;
@@ -211,6 +217,44 @@ class SignalTest : public ::testing::Test {
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
   std::vector<std::unique_ptr<AsyncClassify>> calls_;
 };
+
+// What a dflash-server that ends by itself (--help, --check_config) wrote, and its exit code.
+struct FinishedRun {
+  int exit_code = -1;  // -1: it did not exit by itself
+  std::string output;
+};
+
+FinishedRun RunToExit(std::vector<std::string> args) {
+  absl::StatusOr<std::unique_ptr<ServerProcess>> started = ServerProcess::Start(std::move(args));
+  if (!started.ok()) return {-1, started.status().ToString()};
+  const std::optional<int> status = (*started)->WaitForExit();
+  if (!status.has_value() || !WIFEXITED(*status)) return {-1, (*started)->log()};
+  return {WEXITSTATUS(*status), (*started)->FinalLog()};
+}
+
+// Every --set flag applies, in order, a later one winning on the same key; each may carry a
+// comma-separated list.
+TEST(CommandLineTest, EverySetFlagAppliesInOrder) {
+  const FinishedRun run =
+      RunToExit({absl::StrCat("--model=", DemoModelDir().string()), "--set=server.worker_threads=3",
+                 "--set=models.0.batching.max_batch_tokens=777,server.drain_grace_period=7s",
+                 "--set=server.worker_threads=5", "--check_config"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("worker threads 5"));
+  EXPECT_THAT(run.output, HasSubstr("batching: 777 tokens"));
+  EXPECT_THAT(run.output, HasSubstr("drain grace 7s"));
+}
+
+// --help lists the server's flags, --set with how repeated ones combine.
+TEST(CommandLineTest, HelpListsTheServerFlags) {
+  const FinishedRun run = RunToExit({"--help"});
+  ASSERT_NE(run.exit_code, -1) << run.output;
+  for (const char* flag : {"--config ", "--model ", "--listen ", "--backend ", "--check_config "}) {
+    EXPECT_THAT(run.output, HasSubstr(flag));
+  }
+  EXPECT_THAT(run.output, HasSubstr("--set (Config overrides"));
+  EXPECT_THAT(run.output, HasSubstr("Repeatable:"));
+}
 
 // The grace period bounds the drain: what is still queued when it ends is answered UNAVAILABLE,
 // every accepted request has an answer, and the process says so and exits 0.

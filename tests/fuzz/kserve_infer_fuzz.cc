@@ -8,77 +8,29 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
+#include <functional>
 #include <future>
-#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/common/logging.h"
 #include "server/kserve/infer_request_mapping.h"
 #include "server/kserve/infer_response_mapping.h"
 #include "server/kserve/tensor_codec.h"
-#include "server/service/inference_pipeline.h"
-#include "server/service/model_catalog.h"
-#include "server/service/served_model.h"
 #include "server/service/wire_message.h"
-#include "server/service/worker_pool.h"
+#include "tests/fuzz/fuzzed_pipeline.h"
 
 namespace {
 
+namespace fuzz = dflash::fuzz;
 namespace kserve = dflash::kserve;
 namespace serving = dflash::serving;
 namespace v1 = dflash::v1;
+using fuzz::Violation;
 
-[[noreturn]] void Violation(const std::string& what) {
-  std::fprintf(stderr, "kserve_infer_fuzz: invariant violated: %s\n", what.c_str());
-  std::abort();
-}
-
-struct Server {
-  serving::ModelCatalog catalog;
-  std::unique_ptr<serving::WorkerPool> pool;
-  std::unique_ptr<serving::InferencePipeline> pipeline;
-};
-
-Server& TheServer() {
-  static Server* server = [] {
-    dflash::Log().set_level(spdlog::level::off);
-    auto* created = new Server();
-    serving::ModelEntry entry;
-    entry.name = "demo";
-    entry.path = DFLASH_DEMO_MODEL_DIR;
-    entry.backend = serving::BackendChoice::kNull;
-    entry.max_input_length = 64;
-    entry.batching.max_batch_tokens = 512;
-    entry.limits.max_inputs = 8;
-    entry.limits.max_candidate_labels = 4;
-    entry.limits.max_sequences = 16;
-    entry.limits.max_text_bytes = 2000;
-    absl::StatusOr<std::unique_ptr<serving::ServedModel>> model =
-        serving::ServedModel::Load(entry, nullptr);
-    if (!model.ok()) Violation("cannot load the demo model: " + model.status().ToString());
-    if (!created->catalog.Add(std::move(*model)).ok()) Violation("cannot add the demo model");
-    created->pool = std::make_unique<serving::WorkerPool>(2);
-    created->pipeline = std::make_unique<serving::InferencePipeline>(
-        created->catalog, *created->pool, nullptr, serving::ServerIdentity{"fuzz", "fuzz"});
-    return created;
-  }();
+fuzz::FuzzedPipeline& TheServer() {
+  static fuzz::FuzzedPipeline* server = fuzz::ServeOnNullEngine(DFLASH_DEMO_MODEL_DIR);
   return *server;
-}
-
-void CheckError(const absl::Status& status) {
-  switch (status.code()) {
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kResourceExhausted:
-      if (status.message().empty()) Violation("an error without a message");
-      return;
-    default:
-      Violation("unexpected answer: " + status.ToString());
-  }
 }
 
 void CheckResponse(const kserve::InferPlan& plan, const inference::ModelInferResponse& response) {
@@ -105,7 +57,7 @@ void Run(const kserve::InferPlan& plan, Method method, Map map) {
                 if (response.ok()) {
                   CheckResponse(plan, map(*response));
                 } else {
-                  CheckError(kserve::WithTensorNames(plan, response.status()));
+                  fuzz::CheckClientError(kserve::WithTensorNames(plan, response.status()));
                 }
                 answered.set_value();
               });
@@ -125,12 +77,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   absl::StatusOr<serving::ServedModel*> model = TheServer().catalog.Resolve(request.model_name());
   if (!model.ok()) {
-    CheckError(model.status());
+    fuzz::CheckClientError(model.status());
     return 0;
   }
   absl::StatusOr<kserve::InferPlan> plan = kserve::PlanInference(**model, request);
   if (!plan.ok()) {
-    CheckError(plan.status());
+    fuzz::CheckClientError(plan.status());
     return 0;
   }
   const int labels = (*model)->config().num_labels();

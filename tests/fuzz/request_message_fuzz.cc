@@ -10,78 +10,36 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <future>
-#include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
-#include "engine/common/logging.h"
-#include "server/service/inference_pipeline.h"
-#include "server/service/model_catalog.h"
-#include "server/service/served_model.h"
 #include "server/service/wire_message.h"
-#include "server/service/worker_pool.h"
+#include "tests/fuzz/fuzzed_pipeline.h"
 
 namespace {
 
+namespace fuzz = dflash::fuzz;
 namespace serving = dflash::serving;
 namespace v1 = dflash::v1;
+using fuzz::FuzzedPipeline;
+using fuzz::Violation;
 
 // Small enough that the answers of limit-sized requests pass it, so the refusal path runs too.
 constexpr size_t kMaxResponseBytes = 64 << 10;
 
-[[noreturn]] void Violation(const std::string& what) {
-  std::fprintf(stderr, "request_message_fuzz: invariant violated: %s\n", what.c_str());
-  std::abort();
-}
-
-struct Server {
-  serving::ModelCatalog catalog;
-  std::unique_ptr<serving::WorkerPool> pool;
-  std::unique_ptr<serving::InferencePipeline> pipeline;
-};
-
-// Serves the model at `path` as "demo" (requests of the seed corpus name it) with the null engine.
-Server* MakeServer(const std::filesystem::path& path) {
-  auto* created = new Server();
-  serving::ModelEntry entry;
-  entry.name = "demo";
-  entry.path = path;
-  entry.backend = serving::BackendChoice::kNull;
-  entry.max_input_length = 64;
-  entry.batching.max_batch_tokens = 512;
-  entry.limits.max_inputs = 8;
-  entry.limits.max_candidate_labels = 4;
-  entry.limits.max_sequences = 16;
-  entry.limits.max_text_bytes = 2000;
-  absl::StatusOr<std::unique_ptr<serving::ServedModel>> model =
-      serving::ServedModel::Load(entry, nullptr);
-  if (!model.ok()) Violation("cannot load " + path.string() + ": " + model.status().ToString());
-  if (!created->catalog.Add(std::move(*model)).ok()) Violation("cannot add the model");
-  created->pool = std::make_unique<serving::WorkerPool>(2);
-  created->pipeline = std::make_unique<serving::InferencePipeline>(
-      created->catalog, *created->pool, nullptr, serving::ServerIdentity{"fuzz", "fuzz"},
-      kMaxResponseBytes);
-  return created;
-}
-
-Server& TheServer() {
-  static Server* server = [] {
-    dflash::Log().set_level(spdlog::level::off);
-    return MakeServer(DFLASH_DEMO_MODEL_DIR);
-  }();
+FuzzedPipeline& TheServer() {
+  static FuzzedPipeline* server = fuzz::ServeOnNullEngine(DFLASH_DEMO_MODEL_DIR, kMaxResponseBytes);
   return *server;
 }
 
 // The token-classification golden model's config and weights with the demo tokenizer, whose ids
 // fit its vocabulary; the files are read at load, so the directory goes at once.
-Server& TheTokenServer() {
-  static Server* server = [] {
-    dflash::Log().set_level(spdlog::level::off);
+FuzzedPipeline& TheTokenServer() {
+  static FuzzedPipeline* server = [] {
     namespace fs = std::filesystem;
     const fs::path directory =
         fs::temp_directory_path() / ("request_message_fuzz." + std::to_string(::getpid()));
@@ -92,7 +50,7 @@ Server& TheTokenServer() {
     for (const char* name : {"spm.model", "tokenizer_config.json"}) {
       fs::copy_file(fs::path(DFLASH_DEMO_MODEL_DIR) / name, directory / name);
     }
-    Server* created = MakeServer(directory);
+    FuzzedPipeline* created = fuzz::ServeOnNullEngine(directory, kMaxResponseBytes);
     fs::remove_all(directory);
     return created;
   }();
@@ -100,32 +58,24 @@ Server& TheTokenServer() {
 }
 
 void CheckAnswer(const absl::Status& status, size_t response_bytes) {
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-      if (response_bytes > kMaxResponseBytes) Violation("an OK answer over the send limit");
-      return;
-    case absl::StatusCode::kInvalidArgument:
-    case absl::StatusCode::kNotFound:
-    case absl::StatusCode::kFailedPrecondition:
-    case absl::StatusCode::kResourceExhausted:
-      if (status.message().empty()) Violation("an error without a message");
-      return;
-    default:
-      Violation("unexpected answer: " + status.ToString());
+  if (!status.ok()) {
+    fuzz::CheckClientError(status);
+  } else if (response_bytes > kMaxResponseBytes) {
+    Violation("an OK answer over the send limit");
   }
 }
 
 // Parses `bytes` as Request and, when that succeeds, runs it through `method` and checks the one
 // answer.
 template <typename Request, typename Response, typename Method>
-void Run(const grpc::ByteBuffer& bytes, Method method, Server& (*which)() = TheServer) {
+void Run(const grpc::ByteBuffer& bytes, Method method, FuzzedPipeline& (*which)() = TheServer) {
   Request request;
   const absl::Status parsed = serving::ParseWireMessage(bytes, request);
   if (!parsed.ok()) {
     if (parsed.code() != absl::StatusCode::kInvalidArgument) Violation("parse error code");
     return;
   }
-  Server& server = which();
+  FuzzedPipeline& server = which();
   std::promise<std::pair<absl::Status, size_t>> answered;
   std::future<std::pair<absl::Status, size_t>> answer = answered.get_future();
   // std::invoke, not (pipeline->*method)(...): GCC 12's ASan/UBSan build miscompiles that call
