@@ -143,7 +143,7 @@ def measure_sequences(model, sequences, device, runs, ours_logits):
                 torch.cuda.reset_peak_memory_stats()
             with torch.inference_mode():
                 out = model(input_ids=ids.to(device)).logits.float().cpu().numpy()[0]
-            row["ms"] = time_one(model, ids, device, runs, warmup=0)
+                row["ms"] = time_one(model, ids, device, runs, warmup=0)
             if device.startswith("cuda"):
                 row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
         except torch.cuda.OutOfMemoryError as error:
