@@ -30,8 +30,8 @@
 ABSL_FLAG(std::string, lengths, "128,256,512,1024,2048,4096,8192,16384,32768",
           "Sequence lengths (B = tokens / L).");
 ABSL_FLAG(std::string, dtypes, "bf16,fp16",
-          "Data types: bf16, fp16, tf32 (float32 inputs, AttentionProblem::allow_tf32), fp32 (the "
-          "strict float32 kernel: slow).");
+          "Data types: bf16, fp16, tf32 (float32 inputs, AttentionProblem::allow_tf32: 1xTF32 "
+          "tiles), fp32 (strict float32: 3xTF32 tiles, the SIMT kernel where they cannot run).");
 ABSL_FLAG(std::string, head_dims, "64", "Head dims (heads = 768 / d unless --heads).");
 ABSL_FLAG(int, heads, 12, "Attention heads.");
 ABSL_FLAG(int, tokens, 16384, "Tokens per batch.");
@@ -337,7 +337,10 @@ Row RunShape(const std::vector<int>& lengths, int heads, int head_dim, const Pre
       strict.pos_key = pos32.data;
       strict.pos_query = static_cast<float*>(pos32.data) + pos_half;
     }
-    CHECK_CUDA(dflash::kernels::DisentangledAttentionForward(strict, nullptr, blas, nullptr));
+    // The float32 tiles (3xTF32) read float32 C2P / P2C tables.
+    Device strict_workspace(dflash::kernels::AttentionWorkspaceBytes(strict));
+    CHECK_CUDA(dflash::kernels::DisentangledAttentionForward(strict, strict_workspace.data, blas,
+                                                             nullptr));
     CHECK_CUDA(cudaDeviceSynchronize());
     std::vector<float> want(static_cast<size_t>(total) * width);
     std::vector<uint8_t> got_bytes(want.size() * element);

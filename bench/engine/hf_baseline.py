@@ -24,8 +24,16 @@ Measures, all under torch.inference_mode(), model load excluded:
               PREFIX.hf_hidden_fp32.f32 / PREFIX.hf_hidden_<dtype>.f32 with PREFIX.hidden.json
               (pairs, lengths, row offsets, hidden_size). The float32 reference runs with TF32
               off (matmul and cuDNN), before the model is cast to --dtype.
+  sequences  with --sequences FILE (JSON Lines of {"ids": [...]}, e.g. single sequences of 128 ..
+              16384 tokens): each sequence alone, in --dtype, median ms of --sequence-runs after
+              one untimed run (host->device copy and logits back included), the peak memory, and
+              its logits, written to --sequence-logits as [N, num_labels] float32. With
+              --ours-sequence-logits (dflash-bench-engine --sequence_logits on the same file),
+              each row's relative L2 error of ours against these logits. A sequence that runs out
+              of memory gets ms null. Without --pairs only this section runs.
 The JSON at --out holds every figure, the environment and the errors of transformers' own
---dtype run against its float32 run. Progress goes to stderr.
+--dtype run against its float32 run. Progress goes to stderr. TF32 stays off throughout (matmul
+and cuDNN): --dtype fp32 is transformers' strict float32.
 """
 import argparse
 import json
@@ -124,6 +132,36 @@ def measure_long(model, length, count, device, runs):
     return row
 
 
+def measure_sequences(model, sequences, device, runs, ours_logits):
+    """Each sequence alone: median ms, peak memory, logits; errors against `ours_logits`."""
+    rows, logits = [], []
+    for index, sequence in enumerate(sequences):
+        ids = torch.tensor([sequence], dtype=torch.long)
+        row = {"tokens": len(sequence)}
+        try:
+            if device.startswith("cuda"):
+                torch.cuda.reset_peak_memory_stats()
+            with torch.inference_mode():
+                out = model(input_ids=ids.to(device)).logits.float().cpu().numpy()[0]
+                row["ms"] = time_one(model, ids, device, runs, warmup=0)
+            if device.startswith("cuda"):
+                row["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        except torch.cuda.OutOfMemoryError as error:
+            out = np.full(model.config.num_labels, np.nan, dtype=np.float32)
+            row["ms"] = None
+            row["error"] = str(error).splitlines()[0][:200]
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        logits.append(out)
+        if ours_logits is not None and np.all(np.isfinite(out)):
+            ours = ours_logits[index]
+            row["rel_l2_err"] = float(np.linalg.norm(ours - out) / max(np.linalg.norm(out), 1e-30))
+            row["max_abs_err"] = float(np.max(np.abs(ours - out)))
+        common.log(f"sequence of {len(sequence)} tokens: {row}")
+        rows.append(row)
+    return rows, np.stack(logits).astype(np.float32)
+
+
 def parity_logits(model, sequences, batch, device):
     batches = [common.pad_batch(sequences[i:i + batch], device)
                for i in range(0, len(sequences), batch)]
@@ -144,7 +182,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="checkpoint folder")
-    parser.add_argument("--pairs", required=True, help="JSON Lines of {\"ids\": [...]}")
+    parser.add_argument("--pairs", default=None,
+                        help="JSON Lines of {\"ids\": [...]} (required unless --sequences)")
     parser.add_argument("--out", required=True, help="JSON file to write")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="fp16")
@@ -162,12 +201,22 @@ def main():
     parser.add_argument("--parity-batch", type=int, default=64)
     parser.add_argument("--hidden-count", type=int, default=8)
     parser.add_argument("--parity-out", default=None, help="PREFIX of the raw parity files")
+    parser.add_argument("--sequences", default=None,
+                        help="JSON Lines of {\"ids\": [...]}: each sequence timed alone")
+    parser.add_argument("--sequence-runs", type=int, default=3)
+    parser.add_argument("--sequence-logits", default=None,
+                        help="write the --sequences logits here ([N, num_labels] float32)")
+    parser.add_argument("--ours-sequence-logits", default=None,
+                        help="dflash-bench-engine's logits of the same --sequences, to compare")
     args = parser.parse_args()
+    if args.pairs is None and args.sequences is None:
+        parser.error("--pairs or --sequences is required")
     device = args.device
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
-    sequences = common.read_pairs(args.pairs)
-    common.log(f"{args.pairs}: {json.dumps(common.length_stats(sequences))}")
+    sequences = common.read_pairs(args.pairs) if args.pairs else []
+    if args.pairs:
+        common.log(f"{args.pairs}: {json.dumps(common.length_stats(sequences))}")
 
     start = time.perf_counter()
     model = AutoModelForSequenceClassification.from_pretrained(
@@ -186,8 +235,29 @@ def main():
                   "parameters": sum(p.numel() for p in model.parameters()),
                   "attn_implementation": config._attn_implementation, "load_s": load_s},
         "dtype": args.dtype,
-        "pairs_stats": common.length_stats(sequences),
+        "tf32": {"matmul": torch.backends.cuda.matmul.allow_tf32,
+                 "cudnn": torch.backends.cudnn.allow_tf32},
     }
+    if sequences:
+        result["pairs_stats"] = common.length_stats(sequences)
+
+    if args.sequences:
+        singles = common.read_pairs(args.sequences)
+        ours = None
+        if args.ours_sequence_logits:
+            ours = np.fromfile(args.ours_sequence_logits, dtype="<f4").reshape(
+                len(singles), config.num_labels)
+        model.to(DTYPES[args.dtype])
+        rows, logits = measure_sequences(model, singles, device, args.sequence_runs, ours)
+        result["sequences"] = rows
+        if args.sequence_logits:
+            common.write_f32(args.sequence_logits, logits)
+        model.to(torch.float32)
+    if not sequences:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
+        print(json.dumps(result, indent=2))
+        return
 
     if args.parity_out:
         count = min(args.parity_count, len(sequences))

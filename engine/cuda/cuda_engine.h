@@ -45,8 +45,11 @@ class CudaEngine final : public Engine {
     // number of sequences (0: as many as tokens).
     int64_t max_batch_tokens = 16384;
     int max_batch_sequences = 0;
-    // float32 engines only: TF32 tensor cores for the GEMMs and the attention (its TF32 tile
-    // kernel, AttentionProblem::allow_tf32).
+    // float32 engines only: TF32 tensor cores for the GEMMs (CUBLAS_COMPUTE_32F_FAST_TF32) and the
+    // attention (its float32 tile kernel in 1xTF32, TF32 table GEMMs;
+    // AttentionProblem::allow_tf32): about 1e-3 relative error. false (strict float32): FFMA GEMMs,
+    // and the attention's tiles in 3xTF32 with float32 tables, to float32's accuracy
+    // (kernels/attention/DESIGN.md#float32).
     bool allow_tf32 = false;
     // cuBLASLt candidates timed per GEMM shape bucket at its first use (LinearLayers; <= 1: the
     // heuristic's first choice).

@@ -2,8 +2,10 @@
 // process: an MNLI-like set packed by token budget (whole-set seconds, tokens/s at two budgets,
 // the split of device time between GEMMs, attention and the rest), one 128-token sequence, one
 // 8192- and one 32768-token sequence (latency and activation memory), and the logits / hidden
-// states of the first pairs for parity checks against transformers (bench/engine/). A benchmark:
-// it reports numbers and asserts nothing about them.
+// states of the first pairs for parity checks against transformers (bench/engine/); or, with
+// --sequences, single sequences of the given ids each timed alone with their logits written (the
+// float32 comparison of bench/engine/fp32_on_gpu.sh). A benchmark: it reports numbers and asserts
+// nothing about them.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -26,7 +28,8 @@
 #include "engine/tuning/attention_family.h"
 
 ABSL_FLAG(std::string, model, "", "Checkpoint directory (config.json + model.safetensors).");
-ABSL_FLAG(std::string, pairs, "", "MNLI-like set: JSON Lines of {\"ids\": [...]} (required).");
+ABSL_FLAG(std::string, pairs, "",
+          "MNLI-like set: JSON Lines of {\"ids\": [...]} (required unless --sequences).");
 ABSL_FLAG(std::string, dtype, "fp16", "Compute dtype: fp16, bf16 or fp32.");
 ABSL_FLAG(int, max_batch_tokens, 16384, "Token budget of one packed batch for the MNLI-like set.");
 ABSL_FLAG(int, repeats, 3, "Timed passes over the MNLI-like set (the median is reported).");
@@ -46,6 +49,14 @@ ABSL_FLAG(std::string, attention_profile, "auto",
           "config/profiles beside the binaries, as dflash-server finds it), none (the built-in "
           "heuristic), or a YAML profile's path.");
 ABSL_FLAG(bool, long_sequences, true, "Also time one 8192- and one 32768-token sequence.");
+ABSL_FLAG(std::string, sequences, "",
+          "JSON Lines of {\"ids\": [...]}: each sequence run alone on one engine sized for the "
+          "longest (median ms of --sequence_runs after one untimed run), e.g. single sequences of "
+          "128 ... 16384 tokens. Without --pairs only these run.");
+ABSL_FLAG(int, sequence_runs, 5, "Timed runs of each --sequences entry.");
+ABSL_FLAG(std::string, sequence_logits, "",
+          "Write the logits of the --sequences entries here (raw little-endian float32 [N, "
+          "num_labels], one row per entry, in file order).");
 ABSL_FLAG(std::string, json, "", "Write the results as JSON to this file.");
 
 namespace {
@@ -187,6 +198,41 @@ absl::Status WriteParity(CudaEngine& engine, const std::vector<std::vector<int32
   return WriteFloats(prefix + ".ours_hidden_" + tag + ".f32", hidden);
 }
 
+// Each of `sequences` run alone on one engine sized for the longest: {"tokens", "ms"} rows (the
+// median of `runs` after one untimed run, which also captures the CUDA graph of small shapes),
+// and the first run's logits appended to `logits`.
+absl::StatusOr<nlohmann::json> TimeSequences(const std::string& dir,
+                                             dflash::kernels::DataType dtype,
+                                             const std::vector<std::vector<int32_t>>& sequences,
+                                             int runs, std::vector<float>* logits) {
+  size_t longest = 0;
+  for (const auto& ids : sequences) longest = std::max(longest, ids.size());
+  // Room for the graph padding of the small shapes (padded batches stay below the arena's rows).
+  absl::StatusOr<std::unique_ptr<CudaEngine>> engine =
+      MakeEngine(dir, dtype, static_cast<int64_t>(longest) + 64);
+  if (!engine.ok()) return engine.status();
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& ids : sequences) {
+    PackedBatch batch;
+    batch.Append(ids);
+    std::vector<double> ms;
+    for (int i = 0; i < runs + 1; ++i) {
+      const auto start = Clock::now();
+      absl::StatusOr<dflash::BatchOutput> output = (*engine)->Run(batch, dflash::RunOptions{});
+      if (!output.ok()) return output.status();
+      if (i == 0) {
+        logits->insert(logits->end(), output->sequence_logits.begin(),
+                       output->sequence_logits.end());
+      } else {
+        ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+      }
+    }
+    rows.push_back({{"tokens", ids.size()}, {"ms", Median(ms)}});
+    std::cerr << "one " << ids.size() << "-token sequence: " << Median(ms) << " ms\n";
+  }
+  return rows;
+}
+
 int Fail(const absl::Status& status) {
   std::cerr << "dflash-bench-engine: " << status << "\n";
   return 1;
@@ -197,14 +243,19 @@ int Fail(const absl::Status& status) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Measures the CUDA engine on its benchmark workloads (MNLI-like set, one 128-, 8192- and "
-      "32768-token sequence) and writes parity outputs.\n"
+      "32768-token sequence) and writes parity outputs; or times the sequences of --sequences "
+      "one at a time.\n"
       "Usage: dflash-bench-engine --model=DIR --pairs=FILE [--dtype=fp16] [--json=OUT] "
-      "[--parity_prefix=PREFIX]");
+      "[--parity_prefix=PREFIX]\n"
+      "       dflash-bench-engine --model=DIR --sequences=FILE --dtype=fp32 "
+      "[--sequence_logits=OUT.f32] [--json=OUT]");
   absl::ParseCommandLine(argc, argv);
   const std::string dir = absl::GetFlag(FLAGS_model);
   const std::string dtype_name = absl::GetFlag(FLAGS_dtype);
-  if (dir.empty() || absl::GetFlag(FLAGS_pairs).empty()) {
-    std::cerr << "dflash-bench-engine: --model and --pairs are required (see --help)\n";
+  const std::string sequences_path = absl::GetFlag(FLAGS_sequences);
+  if (dir.empty() || (absl::GetFlag(FLAGS_pairs).empty() && sequences_path.empty())) {
+    std::cerr << "dflash-bench-engine: --model and --pairs (or --sequences) are required (see "
+                 "--help)\n";
     return 2;
   }
   const absl::StatusOr<dflash::kernels::DataType> parsed =
@@ -214,14 +265,39 @@ int main(int argc, char** argv) {
     return 2;
   }
   const dflash::kernels::DataType dtype = *parsed;
+  nlohmann::json result;
+  result["model"] = dir;
+  result["dtype"] = dtype_name;
+  if (!sequences_path.empty()) {
+    absl::StatusOr<std::vector<std::vector<int32_t>>> sequences = ReadPairs(sequences_path);
+    if (!sequences.ok()) return Fail(sequences.status());
+    std::vector<float> logits;
+    absl::StatusOr<nlohmann::json> rows = TimeSequences(
+        dir, dtype, *sequences, std::max(1, absl::GetFlag(FLAGS_sequence_runs)), &logits);
+    if (!rows.ok()) return Fail(rows.status());
+    result["sequences"] = *std::move(rows);
+    if (!absl::GetFlag(FLAGS_sequence_logits).empty()) {
+      if (absl::Status status = WriteFloats(absl::GetFlag(FLAGS_sequence_logits), logits);
+          !status.ok()) {
+        return Fail(status);
+      }
+    }
+  }
+  if (absl::GetFlag(FLAGS_pairs).empty()) {
+    const std::string text = result.dump(2);
+    std::cout << text << "\n";
+    if (!absl::GetFlag(FLAGS_json).empty()) {
+      std::ofstream out(absl::GetFlag(FLAGS_json));
+      out << text << "\n";
+      if (!out) return Fail(absl::InternalError("cannot write --json"));
+    }
+    return 0;
+  }
   absl::StatusOr<std::vector<std::vector<int32_t>>> pairs = ReadPairs(absl::GetFlag(FLAGS_pairs));
   if (!pairs.ok()) return Fail(pairs.status());
   int64_t total_tokens = 0;
   for (const auto& pair : *pairs) total_tokens += static_cast<int64_t>(pair.size());
 
-  nlohmann::json result;
-  result["model"] = dir;
-  result["dtype"] = dtype_name;
   const int budget = absl::GetFlag(FLAGS_max_batch_tokens);
   int vocab = 0;
   {

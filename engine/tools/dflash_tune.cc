@@ -212,8 +212,9 @@ class FamilyProblem {
     problem_.scale = 1.0f / std::sqrt(static_cast<float>(family_.head_dim * (1 + types)));
     problem_.positions = {index_.table().data(), lut_.as<int32_t>(), index_.band(), index_.span()};
 
-    // The strict path (plain FFMA, O(L^2 d) per row) computes the first --checked_heads heads
-    // only: at L = 32768 all 12 took ~15 s per family. Each head runs the same code.
+    // The strict float32 path (3xTF32 tiles, or the SIMT kernel where they cannot run) computes
+    // the first --checked_heads heads only: at L = 32768 all 12 took ~15 s per family on the SIMT
+    // kernel. Each head runs the same code.
     strict_ = problem_;
     strict_.num_heads = checked_heads;
     strict_.dtype = DataType::kFloat32;
@@ -227,10 +228,12 @@ class FamilyProblem {
     return absl::OkStatus();
   }
 
-  // The strict float32 output, once.
+  // The strict float32 output, once (the float32 tiles read float32 C2P / P2C tables).
   absl::Status RunReference(cublasHandle_t blas) {
+    Buffer workspace;
+    DFLASH_RETURN_IF_ERROR(workspace.Allocate(kernels::AttentionWorkspaceBytes(strict_)));
     DFLASH_RETURN_IF_ERROR(
-        Cuda(kernels::DisentangledAttentionForward(strict_, nullptr, blas, nullptr),
+        Cuda(kernels::DisentangledAttentionForward(strict_, workspace.get(), blas, nullptr),
              "strict float32 forward"));
     DFLASH_RETURN_IF_ERROR(Cuda(cudaDeviceSynchronize(), "strict float32 forward"));
     reference_.resize(static_cast<size_t>(total_) * problem_.out_row_stride);

@@ -1,5 +1,5 @@
-// Tensor-core (mma.sync m16n8k16; m16n8k8 TF32 for float32 inputs) forward of the disentangled
-// attention, FlashAttention-2 style:
+// Tensor-core (mma.sync m16n8k16; m16n8k8 TF32 for float32 inputs, as 1xTF32 or, strict, 3xTF32)
+// forward of the disentangled attention, FlashAttention-2 style:
 // one CTA of 4 warps owns 64 query rows of one (sequence, head) and streams 64-key tiles through
 // shared memory, keeping the online-softmax state (row max m, row sum l, output O) in registers.
 //
@@ -62,14 +62,17 @@ inline constexpr float kLazyRescaleLog2 = 0.0f;
 
 // kWgmma_: Q K^T and P V by sm_90a warpgroup MMAs (wgmma_sm90.h) over 128-byte-swizzled dense Q,
 // K, V tiles, in place of mma.sync over padded ones; d = 64 only (tables or computed windows).
-// Element_ float: the TF32 table kernel (float32 inputs, AttentionProblem::allow_tf32), mma.sync
-// m16n8k8 (attention_warp_tiles.cuh's *Tf32), float tiles, windows and tables.
-template <int kHeadDim_, typename Element_, bool kWgmma_ = false>
+// Element_ float: the float32 table kernel, mma.sync m16n8k8 (attention_warp_tiles.cuh's *Tf32),
+// float tiles, windows and tables: 1xTF32 with AttentionProblem::allow_tf32, else (kSplitTf32_,
+// strict float32) 3xTF32, each operand split into two TF32 parts and three MMAs per product.
+template <int kHeadDim_, typename Element_, bool kWgmma_ = false, bool kSplitTf32_ = false>
 struct AttentionTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kWgmma = kWgmma_;
   static constexpr bool kTf32 = std::is_same_v<Element, float>;
+  static constexpr bool kSplitTf32 = kSplitTf32_;
+  static_assert(!kSplitTf32 || kTf32, "3xTF32 splits float32 operands");
   // Elements per 16-byte chunk (cp.async, ldmatrix row).
   static constexpr int kChunkElements = 16 / static_cast<int>(sizeof(Element));
   static constexpr int kBlockM = 64;

@@ -98,23 +98,52 @@ __device__ __forceinline__ void AccumulateValues(float (&o)[Traits::kHeadDim / 8
 // key loop they would take 2x the registers of the 16-bit types': 64 at d = 128); K enters
 // truncated. ldmatrix .b16 on 16-byte float rows gives each lane the float (row lane / 4, column
 // lane % 4) of an 8 x 4 block, which is the m16n8k8 .tf32 A / B element of that lane.
+// Traits::kSplitTf32 (strict float32): 3xTF32, every Q and K element split as Q = Qb + Qs,
+// K = Kb + Ks (SplitTf32) and
+//   S [16, kKeys] += Qs Kb^T + Qb Ks^T + Qb Kb^T       (Q [16, d], K [kKeys, d])
+// by three m16n8k8 per 8 x 8 block and k-step into the same float32 accumulators (the small
+// products first); the dropped Qs Ks^T is below 2^-22 of each product.
 template <typename Traits, int kKeys>
 __device__ __forceinline__ void AccumulateScoresTf32(float (&s)[kKeys / 8][4], const float* queries,
                                                      const float* keys, int lane) {
   static_assert(Traits::kTf32, "float tiles");
-#pragma unroll
+  // 3xTF32 unrolled two k-steps at a time: fully unrolled, ptxas hoisted every k-step's split K
+  // fragments and spilled at d = 32 (255 registers).
+#pragma unroll(Traits::kSplitTf32 ? 2 : Traits::kHeadDim / 8)
   for (int kk = 0; kk < Traits::kHeadDim / 8; ++kk) {
     uint32_t q[4];
     const int q_row = (lane % 8) + ((lane / 8) % 2) * 8;
     LdMatrixX4(q, queries + q_row * Traits::kRowStride + kk * 8 + (lane / 16) * 4);
+    [[maybe_unused]] uint32_t q_small[4];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) q[e] = ToTf32(__uint_as_float(q[e]));
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (Traits::kSplitTf32) {
+        const Tf32Split split = SplitTf32(__uint_as_float(q[e]));
+        q[e] = split.big;
+        q_small[e] = split.small;
+      } else {
+        q[e] = ToTf32(__uint_as_float(q[e]));
+      }
+    }
 #pragma unroll
     for (int pair = 0; pair < kKeys / 16; ++pair) {
       uint32_t k_fragment[4];
       const int row = pair * 16 + (lane % 8) + (lane / 16) * 8;
       const int column = kk * 8 + ((lane / 8) % 2) * 4;
       LdMatrixX4(k_fragment, keys + row * Traits::kRowStride + column);
+      if constexpr (Traits::kSplitTf32) {
+        uint32_t k_small[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const Tf32Split split = SplitTf32(__uint_as_float(k_fragment[e]));
+          k_fragment[e] = split.big;
+          k_small[e] = split.small;
+        }
+        Mma<float>::Run(s[2 * pair], q_small, k_fragment[0], k_fragment[1]);
+        Mma<float>::Run(s[2 * pair + 1], q_small, k_fragment[2], k_fragment[3]);
+        Mma<float>::Run(s[2 * pair], q, k_small[0], k_small[1]);
+        Mma<float>::Run(s[2 * pair + 1], q, k_small[2], k_small[3]);
+      }
       Mma<float>::Run(s[2 * pair], q, k_fragment[0], k_fragment[1]);
       Mma<float>::Run(s[2 * pair + 1], q, k_fragment[2], k_fragment[3]);
     }
@@ -126,6 +155,10 @@ __device__ __forceinline__ void AccumulateScoresTf32(float (&s)[kKeys / 8][4], c
 // A position q takes key 2q and q + 4 takes 2q + 1 (no shuffles), and B reads V rows 2q and
 // 2q + 1 to match: b0 = V[2q][group], b1 = V[2q + 1][group], scalar loads (ldmatrix cannot
 // transpose 32-bit elements), on distinct banks for row strides of 4 mod 32 floats.
+// Traits::kSplitTf32 (strict float32): 3xTF32 as in AccumulateScoresTf32, P = Pb + Ps and
+// V = Vb + Vs,
+//   O [16, d] += Ps Vb + Pb Vs + Pb Vb                 (P [16, kKeys], V [kKeys, d])
+// three m16n8k8 per 8-key step and 8-column tile.
 template <typename Traits, int kKeys>
 __device__ __forceinline__ void AccumulateValuesTf32(float (&o)[Traits::kHeadDim / 8][4],
                                                      const float (&p)[kKeys / 8][4],
@@ -135,13 +168,29 @@ __device__ __forceinline__ void AccumulateValuesTf32(float (&o)[Traits::kHeadDim
   const int quad = lane % 4;
 #pragma unroll
   for (int kk = 0; kk < kKeys / 8; ++kk) {
-    const uint32_t p_fragment[4] = {ToTf32(p[kk][0]), ToTf32(p[kk][2]), ToTf32(p[kk][1]),
-                                    ToTf32(p[kk][3])};
     const float* rows = values + (kk * 8 + 2 * quad) * Traits::kRowStride + group;
+    if constexpr (Traits::kSplitTf32) {
+      const Tf32Split p_split[4] = {SplitTf32(p[kk][0]), SplitTf32(p[kk][2]), SplitTf32(p[kk][1]),
+                                    SplitTf32(p[kk][3])};
+      const uint32_t p_big[4] = {p_split[0].big, p_split[1].big, p_split[2].big, p_split[3].big};
+      const uint32_t p_small[4] = {p_split[0].small, p_split[1].small, p_split[2].small,
+                                   p_split[3].small};
 #pragma unroll
-    for (int t = 0; t < Traits::kHeadDim / 8; ++t) {
-      Mma<float>::Run(o[t], p_fragment, __float_as_uint(rows[t * 8]),
-                      __float_as_uint(rows[Traits::kRowStride + t * 8]));
+      for (int t = 0; t < Traits::kHeadDim / 8; ++t) {
+        const Tf32Split v0 = SplitTf32(rows[t * 8]);
+        const Tf32Split v1 = SplitTf32(rows[Traits::kRowStride + t * 8]);
+        Mma<float>::Run(o[t], p_small, v0.big, v1.big);
+        Mma<float>::Run(o[t], p_big, v0.small, v1.small);
+        Mma<float>::Run(o[t], p_big, v0.big, v1.big);
+      }
+    } else {
+      const uint32_t p_fragment[4] = {ToTf32(p[kk][0]), ToTf32(p[kk][2]), ToTf32(p[kk][1]),
+                                      ToTf32(p[kk][3])};
+#pragma unroll
+      for (int t = 0; t < Traits::kHeadDim / 8; ++t) {
+        Mma<float>::Run(o[t], p_fragment, __float_as_uint(rows[t * 8]),
+                        __float_as_uint(rows[Traits::kRowStride + t * 8]));
+      }
     }
   }
 }

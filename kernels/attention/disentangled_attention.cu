@@ -1,6 +1,7 @@
 // Host side of the disentangled attention forward: validation, the slot range and saturation
 // thresholds of a batch, the C2P/P2C tables (one strided-batched cuBLAS GEMM each), and the
-// kernel launch for each dtype (float32: strict, or TF32 tiles) and head dimension.
+// kernel launch for each dtype (float32: 3xTF32 or, with allow_tf32, 1xTF32 tiles; the SIMT
+// kernel where tiles cannot run) and head dimension.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_bf16.h>
@@ -309,29 +310,32 @@ size_t ShortSharedBytes(int head_dim) {
                                             : ShortAttentionTraits<64, __half>::kSharedBytes);
 }
 
-// Shared memory of the TF32 kernel at `head_dim` (float tiles and windows: 102 / 127 / 176 KB at
-// d = 32 / 64 / 128).
+// Shared memory of the float32 tile kernel (1xTF32 and 3xTF32 alike) at `head_dim` (float tiles
+// and windows: 102 / 127 / 176 KB at d = 32 / 64 / 128).
 size_t Tf32SharedBytes(int head_dim) {
   return static_cast<size_t>(head_dim <= 32   ? AttentionTraits<32, float>::kSharedBytes
                              : head_dim <= 64 ? AttentionTraits<64, float>::kSharedBytes
                                               : AttentionTraits<128, float>::kSharedBytes);
 }
 
-// Whether the float32 problem `p` runs the TF32 tile kernel: allowed, the tile kernel's needs met
+// Whether the float32 problem `p` runs the float32 tile kernel: the tile kernel's needs met
 // (FitsTileKernel), and its shared memory fits a block of the current device (H100 / H200 and
-// A100 but for d = 128 there; not sm_86 / sm_89's 99 KB); the strict kernel otherwise.
-bool RunsTf32(const AttentionProblem& p) {
-  return p.dtype == DataType::kFloat32 && p.allow_tf32 && FitsTileKernel(p) &&
+// A100 but for d = 128 there; not sm_86 / sm_89's 99 KB); the SIMT kernel otherwise.
+bool RunsFloat32Tiles(const AttentionProblem& p) {
+  return p.dtype == DataType::kFloat32 && FitsTileKernel(p) &&
          Tf32SharedBytes(p.head_dim) <= CurrentDeviceLimits().max_shared_bytes_per_block;
 }
+
+// The float32 tile kernel in its 1xTF32 form (allow_tf32); 3xTF32 when not allowed.
+bool RunsTf32(const AttentionProblem& p) { return p.allow_tf32 && RunsFloat32Tiles(p); }
 
 AttentionKernelConfig ConfigFor(const AttentionProblem& p) {
   return p.config != nullptr ? *p.config : HeuristicAttentionConfig(p);
 }
 
-// A tile kernel (half precision, or TF32) runs `p`, not the strict float32 one.
+// A tile kernel (half precision, or float32 tiles) runs `p`, not the SIMT float32 one.
 bool RunsTileKernel(const AttentionProblem& p) {
-  return p.dtype != DataType::kFloat32 || RunsTf32(p);
+  return p.dtype != DataType::kFloat32 || RunsFloat32Tiles(p);
 }
 
 bool UsesTables(const AttentionProblem& p) {
@@ -350,7 +354,7 @@ size_t TableBytes(const AttentionProblem& p) {
 }
 
 // Workspace bytes of the padded layout's V copy (masked_values.cuh), after the tables: the tile
-// kernels' (the strict float32 kernel skips masked keys itself).
+// kernels' (the SIMT float32 kernel skips masked keys itself).
 size_t MaskedValueBytes(const AttentionProblem& p) {
   if (p.key_padding_mask == nullptr || !RunsTileKernel(p)) return 0;
   return AlignUp(static_cast<size_t>(TotalTokens(p)) * p.num_heads * p.head_dim *
@@ -373,12 +377,13 @@ cudaDataType_t CudaType<float>() {
 }
 
 // table[h, t, s] = sum_c X[t, h*d + c] * Pos[(first + s), h*d + c]: C^T = Pos_win^T-op X in
-// cuBLAS's column-major terms, m = slots, n = tokens, k = d, batched over heads. float32 (the
-// TF32 kernel's tables): on TF32 tensor cores too.
+// cuBLAS's column-major terms, m = slots, n = tokens, k = d, batched over heads. float32 tables
+// (the float32 tile kernel's) on TF32 tensor cores with allow_tf32 (`fast_tf32`), else exact
+// float32 FMA (CUBLAS_COMPUTE_32F: no TF32 under the default math mode of cublasCreate's handle).
 template <typename Element>
 cublasStatus_t PositionTable(cublasHandle_t blas, const Element* x, int64_t x_row_stride,
                              const Element* pos, int num_heads, int head_dim, int tokens,
-                             SlotRange slots, Element* table) {
+                             SlotRange slots, bool fast_tf32, Element* table) {
   const float one = 1.0f;
   const float zero = 0.0f;
   return cublasGemmStridedBatchedEx(
@@ -387,7 +392,8 @@ cublasStatus_t PositionTable(cublasHandle_t blas, const Element* x, int64_t x_ro
       num_heads * head_dim, head_dim, x, CudaType<Element>(), static_cast<int>(x_row_stride),
       head_dim, &zero, table, CudaType<Element>(), slots.stride,
       static_cast<int64_t>(tokens) * slots.stride, num_heads,
-      std::is_same_v<Element, float> ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+      std::is_same_v<Element, float> && fast_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                  : CUBLAS_COMPUTE_32F,
       CUBLAS_GEMM_DEFAULT);
 }
 
@@ -568,23 +574,31 @@ cudaError_t LaunchShort(const AttentionParams<Element>& params, int longest, int
       (longest + Traits::kBlockM - 1) / Traits::kBlockM, num_sequences, 0, stream);
 }
 
-// The TF32 table kernel (float32 inputs), one per head dim.
-cudaError_t LaunchTf32(int head_dim, const AttentionParams<float>& params, int longest,
-                       int sequences, cudaStream_t stream) {
-  constexpr int kMinBlocks = AttentionTraits<64, float>::kMinBlocksPerSmTf32;
+// The float32 table kernel at one head dim: 3xTF32 (kSplitTf32, strict) or 1xTF32.
+template <int kHeadDim, bool kSplitTf32>
+cudaError_t LaunchFloat32Tiles(const AttentionParams<float>& params, int m_blocks, int sequences,
+                               cudaStream_t stream) {
+  using Traits = AttentionTraits<kHeadDim, float, false, kSplitTf32>;
+  return LaunchOverSequences<float, AttentionTensorMaps>(
+      DisentangledAttentionKernel<Traits, false, Traits::kMinBlocksPerSmTf32, 1>, Traits::kThreads,
+      Traits::kSharedBytes, params, m_blocks, sequences, 0, stream, AttentionTensorMaps{});
+}
+
+// The float32 table kernels, one per head dim and form: 1xTF32 (`tf32`) or 3xTF32.
+cudaError_t LaunchFloat32(int head_dim, bool tf32, const AttentionParams<float>& params,
+                          int longest, int sequences, cudaStream_t stream) {
   constexpr int kBlockM = AttentionTraits<64, float>::kBlockM;
   const int m_blocks = (longest + kBlockM - 1) / kBlockM;
-  const AttentionTensorMaps no_maps{};
   switch (head_dim) {
     case 32:
-      return LaunchTensorCore<32, float, false, kMinBlocks>(params, no_maps, m_blocks, sequences,
-                                                            stream);
+      return tf32 ? LaunchFloat32Tiles<32, false>(params, m_blocks, sequences, stream)
+                  : LaunchFloat32Tiles<32, true>(params, m_blocks, sequences, stream);
     case 64:
-      return LaunchTensorCore<64, float, false, kMinBlocks>(params, no_maps, m_blocks, sequences,
-                                                            stream);
+      return tf32 ? LaunchFloat32Tiles<64, false>(params, m_blocks, sequences, stream)
+                  : LaunchFloat32Tiles<64, true>(params, m_blocks, sequences, stream);
     case 128:
-      return LaunchTensorCore<128, float, false, kMinBlocks>(params, no_maps, m_blocks, sequences,
-                                                             stream);
+      return tf32 ? LaunchFloat32Tiles<128, false>(params, m_blocks, sequences, stream)
+                  : LaunchFloat32Tiles<128, true>(params, m_blocks, sequences, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -656,7 +670,7 @@ cudaError_t LaunchHalf(const AttentionKernelConfig& config, int key_groups, int 
   }
 }
 
-// The tile kernels: half precision (any variant) and TF32 (tables).
+// The tile kernels: half precision (any variant) and float32 (tables; 1xTF32 or 3xTF32).
 template <typename Element>
 cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig& config,
                          const AttentionDeviceLimits& limits, void* workspace, cublasHandle_t blas,
@@ -714,7 +728,7 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
   }
   // Everything that can refuse the problem comes before the first work is queued.
   AttentionTensorMaps maps{};
-  // The TF32 kernel has no warpgroup variant (CheckAttentionConfig: the default config only).
+  // The float32 kernel has no warpgroup variant (CheckAttentionConfig: the default config only).
   if constexpr (!std::is_same_v<Element, float>) {
     if (config.mma == AttentionMma::kWarpgroup) {
       const cudaError_t error = EncodeWarpgroupMaps(params, compute_windows, &maps);
@@ -735,28 +749,30 @@ cudaError_t ForwardTiles(const AttentionProblem& p, const AttentionKernelConfig&
   if (tables) {
     if (params.c2p != nullptr &&
         PositionTable(blas, params.q, p.q_row_stride, static_cast<const Element*>(p.pos_key),
-                      p.num_heads, p.head_dim, params.total_tokens, slots,
+                      p.num_heads, p.head_dim, params.total_tokens, slots, p.allow_tf32,
                       const_cast<Element*>(params.c2p)) != CUBLAS_STATUS_SUCCESS) {
       return cudaErrorUnknown;
     }
     if (params.p2c != nullptr &&
         PositionTable(blas, params.k, p.k_row_stride, static_cast<const Element*>(p.pos_query),
-                      p.num_heads, p.head_dim, params.total_tokens, slots,
+                      p.num_heads, p.head_dim, params.total_tokens, slots, p.allow_tf32,
                       const_cast<Element*>(params.p2c)) != CUBLAS_STATUS_SUCCESS) {
       return cudaErrorUnknown;
     }
   }
   if constexpr (std::is_same_v<Element, float>) {
-    return LaunchTf32(p.head_dim, params, LongestSequence(p), p.num_sequences, stream);
+    return LaunchFloat32(p.head_dim, p.allow_tf32, params, LongestSequence(p), p.num_sequences,
+                         stream);
   } else {
     return LaunchHalf<Element>(config, key_groups, p.head_dim, params, maps, LongestSequence(p),
                                p.num_sequences, limits, stream);
   }
 }
 
-cudaError_t ForwardFloat32(const AttentionProblem& p, cudaStream_t stream) {
+// The SIMT float32 kernel (attention_fp32_kernel.cuh): where the float32 tiles cannot run.
+cudaError_t ForwardFloat32Simt(const AttentionProblem& p, cudaStream_t stream) {
   AttentionParams<float> params = TensorParams<float>(p);
-  params.scale_log2 = p.scale;  // The strict kernel uses expf: plain scale.
+  params.scale_log2 = p.scale;  // The SIMT kernel uses expf: plain scale.
   Fp32PositionInputs positions{nullptr, nullptr, p.num_sequences};
   if (HasPositions(p)) {
     params.lut = p.positions.device;
@@ -801,6 +817,10 @@ bool AttentionWgmmaCompiled() {
 }
 
 bool AttentionRunsTf32(const AttentionProblem& problem) { return RunsTf32(problem); }
+
+bool AttentionRunsFloat32Tiles(const AttentionProblem& problem) {
+  return RunsFloat32Tiles(problem);
+}
 
 bool AttentionWgmmaRuns() {
   return AttentionWgmmaCompiled() && CurrentDeviceLimits().compute_capability == 90;
@@ -876,8 +896,9 @@ int AttentionKeyGroups(const AttentionProblem& problem, const AttentionKernelCon
 cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
                                  const AttentionKernelConfig& config) {
   if (problem.dtype == DataType::kFloat32) {
-    // The float32 paths have one kernel each, chosen by allow_tf32 (AttentionRunsTf32), not by
-    // the config: only the heuristic's (the default config) names them.
+    // The float32 paths (tiles in 1xTF32 or 3xTF32, chosen by allow_tf32, or the SIMT kernel
+    // where tiles cannot run: AttentionRunsFloat32Tiles) are not chosen by the config: only the
+    // heuristic's (the default config) names them.
     return config == HeuristicAttentionConfig(problem) ? cudaSuccess : cudaErrorInvalidValue;
   }
   if (config.block_m != 64 || config.block_n != 64 || config.warps != 4) {
@@ -968,9 +989,9 @@ cudaError_t DisentangledAttentionForward(const AttentionProblem& problem, void* 
     case DataType::kBFloat16:
       return ForwardTiles<__nv_bfloat16>(problem, config, limits, workspace, blas, stream);
     case DataType::kFloat32:
-      return RunsTf32(problem)
+      return RunsFloat32Tiles(problem)
                  ? ForwardTiles<float>(problem, config, limits, workspace, blas, stream)
-                 : ForwardFloat32(problem, stream);
+                 : ForwardFloat32Simt(problem, stream);
   }
   return cudaErrorInvalidValue;
 }

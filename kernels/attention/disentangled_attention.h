@@ -50,12 +50,15 @@ struct RelativePositionTable {
 
 struct AttentionProblem {
   DataType dtype = DataType::kFloat16;
-  // float32 only: run the tile kernel with Q K^T and P V on TF32 tensor cores (10-bit mantissa;
-  // Q and P rounded to nearest, K and V truncated) and the C2P / P2C tables by TF32 GEMMs, where
-  // it can (AttentionRunsTf32): 16-byte aligned Q / K / V rows and bases, 8-byte aligned output
-  // pairs, position tables whose 64 x 64 tiles fit the staged slot window, and its shared memory
-  // (102 / 127 / 176 KB at d = 32 / 64 / 128) fits a block of the current device. Elsewhere, and
-  // when false, the strict float32 kernel.
+  // float32 inputs run the float32 tile kernel where it can (AttentionRunsFloat32Tiles): 16-byte
+  // aligned Q / K / V rows and bases, 8-byte aligned output pairs, position tables whose 64 x 64
+  // tiles fit the staged slot window, and its shared memory (102 / 127 / 176 KB at d = 32 / 64 /
+  // 128) fits a block of the current device; elsewhere the SIMT float32 kernel (FFMA only).
+  // allow_tf32 = false (strict float32): the tiles' Q K^T and P V in 3xTF32 (each operand split
+  // into two TF32 parts, three tensor-core products summed in float32: about float32's accuracy,
+  // 2^-22 per product) and the C2P / P2C tables by float32 FMA GEMMs. true: 1xTF32 (10-bit
+  // mantissa; Q and P rounded to nearest, K and V truncated) and TF32 table GEMMs, about 1e-3
+  // relative error (kernels/attention/DESIGN.md#float32).
   bool allow_tf32 = false;
   int num_heads = 0;
   int head_dim = 0;  // 32, 64 or 128.
@@ -147,8 +150,12 @@ bool AttentionTilesSaturationFree(const AttentionProblem& problem);
 cudaError_t CheckAttentionConfig(const AttentionProblem& problem,
                                  const AttentionKernelConfig& config);
 
-// True when `problem` (float32, allow_tf32) runs the TF32 tile kernel on the current device; the
-// strict float32 kernel runs it otherwise (AttentionProblem::allow_tf32 says when).
+// True when `problem` (float32) runs the float32 tile kernel on the current device (3xTF32, or
+// 1xTF32 with allow_tf32); the SIMT float32 kernel runs it otherwise (AttentionProblem::allow_tf32
+// says when).
+bool AttentionRunsFloat32Tiles(const AttentionProblem& problem);
+// True when `problem` (float32, allow_tf32) runs the tile kernel in 1xTF32:
+// AttentionRunsFloat32Tiles and allow_tf32.
 bool AttentionRunsTf32(const AttentionProblem& problem);
 
 // Every variant that can run `problem` (for the tuner), the heuristic's first. None pins
@@ -158,22 +165,23 @@ std::vector<AttentionKernelConfig> AttentionCandidateConfigs(const AttentionProb
 // Device scratch for the C2P/P2C tables: bytes needed for a problem with the variant it will run
 // (problem.config, else the heuristic's): 0 when no position term, and when the kernel computes
 // the position windows itself (by default: d <= 64 and sequences <= 1024, or <= 256 where the
-// warpgroup kernel runs, HeuristicAttentionConfig); float32 tables (4-byte slots) for the TF32
-// kernel, none for the strict one. For float32 the answer depends on the current device and on
-// the problem's pointers and strides (AttentionRunsTf32): size it on the device and with the
-// tensors it will run with, or with null pointers and zero strides, which give the upper bound.
-// The padded layout adds a copy of V with masked keys' rows zeroed (H * d elements per padded row;
-// not for the strict float32 kernel, which skips masked keys itself).
+// warpgroup kernel runs, HeuristicAttentionConfig); float32 tables (4-byte slots) for the float32
+// tile kernel, none for the SIMT one. For float32 the answer depends on the current device and on
+// the problem's pointers and strides (AttentionRunsFloat32Tiles): size it on the device and with
+// the tensors it will run with, or with null pointers and zero strides, which give the upper
+// bound. The padded layout adds a copy of V with masked keys' rows zeroed (H * d elements per
+// padded row; not for the SIMT float32 kernel, which skips masked keys itself).
 size_t AttentionWorkspaceBytes(const AttentionProblem& problem);
 // The most any candidate variant of `problem` needs (what an autotuner's workspace must hold).
 size_t AttentionMaxWorkspaceBytes(const AttentionProblem& problem);
 
 // Runs the forward on `stream` with problem.config's variant (null: the heuristic's). `workspace`
 // must hold AttentionWorkspaceBytes(problem) bytes (with the same config) and be 256-byte
-// aligned; Q/K/V/out must be 16-byte aligned in half precision (float32 runs the strict kernel
-// where the TF32 one cannot run, AttentionRunsTf32); `blas` (bound to `stream` by this call)
-// computes the C2P/P2C tables. Returns cudaErrorInvalidValue for unsupported shapes, configs or a
-// scale that is not positive and finite, and cudaErrorUnknown when cuBLAS fails.
+// aligned; Q/K/V/out must be 16-byte aligned in half precision (float32 runs the SIMT kernel
+// where the tiles cannot run, AttentionRunsFloat32Tiles); `blas` (bound to `stream` by this call,
+// its math mode left at cublasCreate's default) computes the C2P/P2C tables. Returns
+// cudaErrorInvalidValue for unsupported shapes, configs or a scale that is not positive and finite,
+// and cudaErrorUnknown when cuBLAS fails.
 cudaError_t DisentangledAttentionForward(const AttentionProblem& problem, void* workspace,
                                          cublasHandle_t blas, cudaStream_t stream);
 

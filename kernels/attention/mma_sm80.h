@@ -75,6 +75,22 @@ __device__ __forceinline__ uint32_t ToTf32(float x) {
   return y;
 }
 
+// The 3xTF32 operands of x (the strict float32 tile kernel): x = big + small with big = tf32(x)
+// (rounded to nearest, low 13 bits cleared) and small = tf32(x - big). x - big is exact in
+// float32, |small| <= 2^-11 |x|, and small's own rounding loses at most 2^-11 |small|: big + small
+// carries x to within 2^-22 |x|, near float32's 2^-24 (the lo * lo product a 3xTF32 sum drops is
+// as small).
+struct Tf32Split {
+  uint32_t big;
+  uint32_t small;
+};
+__device__ __forceinline__ Tf32Split SplitTf32(float x) {
+  // (The mask keeps the subtraction exact whatever cvt leaves in the low bits, which the tensor
+  // cores ignore but the FADD would not.)
+  const uint32_t big = ToTf32(x) & 0xffffe000u;
+  return {big, ToTf32(x - __uint_as_float(big))};
+}
+
 // TF32 operands (float32 inputs, AttentionProblem::allow_tf32): m16n8k8, half the k of the
 // 16-bit types. Operands not passed through ToTf32 enter as raw float32 bits, whose low 13
 // mantissa bits the tensor cores do not use (in effect truncation; the PTX ISA leaves the

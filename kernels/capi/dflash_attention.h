@@ -130,7 +130,7 @@ DFLASH_ATTENTION_API dflash_attention_status
 dflash_attention_register_positions(const int32_t* table, int64_t band, int32_t span, int32_t* id);
 
 /* Bytes of device workspace `args` needs with args->config (null: the heuristic's variant).
- * Reads pointers only for alignment (float32 with allow_tf32); touches no device memory. */
+ * Reads pointers only for alignment (float32); touches no device memory. */
 DFLASH_ATTENTION_API dflash_attention_status
 dflash_attention_workspace_bytes(const dflash_attention_args* args, size_t* bytes);
 

@@ -47,10 +47,10 @@ constexpr absl::string_view kTlsKeys[] = {"cert_file", "key_file", "client_ca_fi
 constexpr absl::string_view kAuthKeys[] = {"api_keys_file", "api_keys", "header"};
 constexpr absl::string_view kLoggingKeys[] = {"level", "log_request_content"};
 constexpr absl::string_view kModelKeys[] = {
-    "name",      "path",        "task",           "backend",
-    "dtype",     "devices",     "cpu_threads",    "max_input_length",
-    "truncate",  "tuning_mode", "tuning_profile", "priority_cap",
-    "tokenizer", "batching",    "limits"};
+    "name",        "path",           "task",         "backend",          "dtype",
+    "allow_tf32",  "devices",        "cpu_threads",  "max_input_length", "truncate",
+    "tuning_mode", "tuning_profile", "priority_cap", "tokenizer",        "batching",
+    "limits"};
 constexpr absl::string_view kBatchingKeys[] = {"max_batch_tokens",     "max_batch_sequences",
                                                "max_queue_delay",      "max_queued_requests",
                                                "max_queued_sequences", "max_queued_tokens"};
@@ -205,6 +205,7 @@ class ConfigReader {
     }
     DFLASH_ASSIGN_OR_RETURN(model.backend, map.Choice("backend", kBackends, model.backend));
     DFLASH_ASSIGN_OR_RETURN(model.dtype, map.Choice("dtype", kDtypes, model.dtype));
+    DFLASH_ASSIGN_OR_RETURN(model.allow_tf32, map.Bool("allow_tf32", model.allow_tf32));
     DFLASH_ASSIGN_OR_RETURN(const std::vector<YamlValue> devices, map.List("devices"));
     for (const YamlValue& device : devices) {
       DFLASH_ASSIGN_OR_RETURN(const int ordinal, ReadInt(device, locations_));

@@ -91,6 +91,9 @@ struct ModelEntry {
   BackendChoice backend = BackendChoice::kAuto;
   DtypeChoice dtype = DtypeChoice::kAuto;
   std::vector<int> devices;  // CUDA device ordinals; empty: device 0.
+  // dtype float32 on CUDA only: TF32 tensor cores for the GEMMs and attention (about 1e-3
+  // relative error) instead of strict float32 (CudaEngine::Options::allow_tf32).
+  bool allow_tf32 = false;
   int cpu_threads = 0;       // BLAS threads of the CPU backend; 0: all cores.
   int max_input_length = 0;  // Tokens including specials; 0: the model's own maximum.
   bool truncate = true;      // Used when a request leaves `truncate` unset.

@@ -54,7 +54,7 @@ std::string DescribeModel(const ModelEntry& model) {
   absl::StrAppend(
       &text, "    tasks ", tasks.empty() ? "from the checkpoint" : absl::StrJoin(tasks, ", "),
       ", backend ", BackendChoiceName(model.backend), ", dtype ", DtypeChoiceName(model.dtype),
-      ", devices ",
+      model.allow_tf32 ? " (TF32 allowed)" : "", ", devices ",
       model.devices.empty() ? "[0]" : absl::StrCat("[", absl::StrJoin(model.devices, ", "), "]"),
       ", CPU threads ", model.cpu_threads == 0 ? "all cores" : absl::StrCat(model.cpu_threads),
       "\n");

@@ -239,6 +239,12 @@ absl::Status CheckModel(const ModelEntry& model, const std::string& path,
         absl::StrCat("the CPU backend computes in float32, not ", DtypeChoiceName(model.dtype),
                      ": set dtype: float32 (or auto), or backend: cuda"));
   }
+  if (model.allow_tf32 && model.dtype != DtypeChoice::kFloat32) {
+    return locations.Error(
+        ChildPath(path, "allow_tf32"),
+        absl::StrCat("applies to dtype float32 only, not ", DtypeChoiceName(model.dtype),
+                     ": set dtype: float32, or remove allow_tf32"));
+  }
   DFLASH_RETURN_IF_ERROR(
       CheckAtLeast(locations, ChildPath(path, "cpu_threads"), model.cpu_threads, 0, "all cores"));
   DFLASH_RETURN_IF_ERROR(CheckAtLeast(locations, ChildPath(path, "max_input_length"),

@@ -83,6 +83,7 @@ absl::StatusOr<Engines> CreateCudaEngines(const ModelEntry& entry, Checkpoint ch
       break;
   }
   options.tuning.profile = entry.tuning_profile;
+  options.allow_tf32 = entry.allow_tf32;
   options.max_batch_tokens = entry.batching.max_batch_tokens;
   options.max_batch_sequences = entry.batching.max_batch_sequences;
   const std::vector<int> devices = entry.devices.empty() ? std::vector<int>{0} : entry.devices;

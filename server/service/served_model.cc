@@ -1,5 +1,6 @@
 #include "server/service/served_model.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +18,22 @@ absl::StatusOr<Priority> ParsePriorityCap(absl::string_view name, absl::string_v
   if (name == "high" || name.empty()) return Priority::kHigh;
   return absl::InvalidArgumentError(absl::StrCat("model '", model, "': priority_cap '", name,
                                                  "' is not one of low, normal, high"));
+}
+
+// The warm-up batch's sequences: max_input_length tokens long, but at most
+// kWarmUpMaxSequenceLength, unless longer ones are needed to fill max_batch_tokens within
+// max_batch_sequences. The warm-up checks that a full batch runs (the arena, the GEMMs and their
+// cuBLASLt algorithms at its token count) before the model is listed; attention time grows with
+// the square of the sequence length while the token count sets everything else, and from 512
+// tokens on a DeBERTa-v3 sequence reaches every relative-position slot (the C2P / P2C tables at
+// their full size). Warmed up at full length, a float32 model with max_input_length 16384 took
+// about two minutes to start on the SIMT attention kernel.
+constexpr int kWarmUpMaxSequenceLength = 512;
+
+int WarmUpSequenceLength(int max_length, const BatchingConfig& batching) {
+  const int sequences = std::max(batching.max_batch_sequences, 1);
+  const int filling = (batching.max_batch_tokens + sequences - 1) / sequences;
+  return std::min(max_length, std::max(kWarmUpMaxSequenceLength, filling));
 }
 
 }  // namespace
@@ -112,7 +129,9 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(
   }
   if (caps.Supports(ServedTask::kEmbed)) outputs |= kEmbeddings;
   if (caps.Supports(ServedTask::kTokenClassify)) outputs |= kTokenLogits;
-  if (absl::Status warm_up = model->scheduler_->WarmUp(max_length, outputs); !warm_up.ok()) {
+  if (absl::Status warm_up =
+          model->scheduler_->WarmUp(WarmUpSequenceLength(max_length, entry.batching), outputs);
+      !warm_up.ok()) {
     return absl::Status(warm_up.code(),
                         absl::StrCat("model '", entry.name, "': warm-up: ", warm_up.message()));
   }

@@ -21,7 +21,10 @@ namespace dflash::serving {
 class ServedModel {
  public:
   // Loads the checkpoint and tokenizer of `entry`, creates its engines and batcher and runs the
-  // warm-up batch. `observer` receives the batcher's events (may be null).
+  // warm-up batch: max_batch_tokens tokens in sequences of at most 512 tokens (longer only where
+  // max_batch_sequences needs them to hold the tokens, never longer than max_input_length), so
+  // that its time does not grow with max_input_length. `observer` receives the batcher's events
+  // (may be null).
   static absl::StatusOr<std::unique_ptr<ServedModel>> Load(const ModelEntry& entry,
                                                            std::shared_ptr<BatchObserver> observer);
 

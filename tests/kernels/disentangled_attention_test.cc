@@ -1,6 +1,6 @@
 // The fused disentangled-attention kernel against a float64 host reference of
 //   S[i,j] = (Q_i.K_j + Q_i.PosK[idx(i-j)] + K_j.PosQ[idx(i-j)]) * scale, softmax_j, O = P V
-// (and, for the longest sequences, against the strict float32 GPU path, itself checked against
+// (and, for the longest sequences, against the SIMT float32 GPU kernel, itself checked against
 // float64 here). Inputs are drawn fresh per case, outputs are poisoned (NaN) before every run and
 // checked fully written. GPU cases skip with a message where no GPU exists; the host-side checks
 // (argument validation, workspace sizing) run everywhere.
@@ -276,6 +276,8 @@ size_t CountNonFinite(const std::vector<float>& values) {
 
 // Relative-L2 bounds against float64 on the same (rounded) inputs. Half precision: P and O are
 // rounded to the input type and the C2P/P2C tables are stored in it, as transformers does.
+// float32 (strict: the 3xTF32 tiles, or the SIMT kernel where tiles cannot run): float32's
+// rounding of sums over up to thousands of keys.
 double Tolerance(DataType dtype) {
   switch (dtype) {
     case DataType::kFloat32:
@@ -296,6 +298,25 @@ constexpr double kTf32Tolerance = 2e-3;
 // / V are 16-byte aligned; misaligned, the strict kernel (and its bound).
 double CaseTolerance(const Case& c) {
   return c.tf32 && c.misalign % 4 == 0 ? kTf32Tolerance : Tolerance(c.dtype);
+}
+
+// Whether the float32 tile kernel (3xTF32, or 1xTF32 with allow_tf32) runs `problem` on this GPU:
+// on H100 / H200 (compute capability 9.x) it must, at every head dim, wherever its Q / K / V are
+// 16-byte aligned (`aligned`); elsewhere its shared memory may not fit.
+bool Float32TilesRun(const kernels::AttentionProblem& problem, bool aligned) {
+  const bool runs = kernels::AttentionRunsFloat32Tiles(problem);
+  int device = 0;
+  int major = 0;
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+      major == 9) {
+    EXPECT_EQ(runs, aligned) << "float32 tiles must run on an H100 / H200 where Q / K / V are "
+                                "16-byte aligned, and only there";
+  }
+  if (!aligned) {
+    EXPECT_FALSE(runs);
+  }
+  return runs;
 }
 
 // Whether the TF32 kernel runs `problem` on this GPU. H100 / H200 (compute capability 9.x, 227 KB
@@ -352,6 +373,9 @@ void CheckAgainstFloat64(const Case& c, const kernels::AttentionKernelConfig* co
   if (c.tf32 && c.misalign % 4 == 0 && !Tf32KernelRuns(problem)) {
     GTEST_SKIP() << "the TF32 kernel does not fit this GPU";
   }
+  // Strict float32: the 3xTF32 tiles where they fit, else the SIMT kernel; one bound for both.
+  const bool float32_tiles =
+      c.dtype == DataType::kFloat32 && Float32TilesRun(problem, c.misalign % 4 == 0);
   // Misaligned by a non-multiple of 16 bytes, allow_tf32 leaves the problem to the strict kernel.
   if (c.tf32 && c.misalign % 4 != 0) {
     EXPECT_FALSE(kernels::AttentionRunsTf32(problem));
@@ -362,7 +386,10 @@ void CheckAgainstFloat64(const Case& c, const kernels::AttentionKernelConfig* co
   host.Reference(&want_out, &want_lse);
   const auto [error, lse_error] =
       ExpectOutputsMatch(out, lse, want_out, want_lse, CaseTolerance(c));
-  std::cout << "[attention] " << Name(c.dtype) << (c.tf32 ? " tf32" : "")
+  std::cout << "[attention] " << Name(c.dtype)
+            << (c.dtype == DataType::kFloat32
+                    ? (float32_tiles ? (c.tf32 ? " tf32 tiles" : " 3xtf32 tiles") : " simt")
+                    : "")
             << (c.misalign != 0 ? " misaligned" : "") << " d=" << c.head_dim << " "
             << Name(c.positions) << (c.log_buckets ? "" : " no-buckets")
             << (config != nullptr ? " variant " + ConfigName(*config) : std::string())
@@ -731,9 +758,11 @@ TEST(AttentionTest, LongSequencesMatchStrictFloat32Path) {
         std::vector<float> variant_lse;
         ASSERT_NO_FATAL_FAILURE(device.Run(problem, &variant_out[i], &variant_lse));
       }
-      // The strict path on the same rounded values, as float32.
+      // The SIMT float32 kernel on the same rounded values (Q / K / V one float off 16-byte
+      // alignment, where the float32 tiles do not run): a reference independent of the tiles.
       Case strict_case = c;
       strict_case.dtype = DataType::kFloat32;
+      strict_case.misalign = 1;
       HostProblem strict_host(strict_case);
       strict_host.qkv = host.qkv;
       strict_host.pos_key = host.pos_key;
@@ -742,6 +771,7 @@ TEST(AttentionTest, LongSequencesMatchStrictFloat32Path) {
       ASSERT_NO_FATAL_FAILURE(strict.Upload());
       std::vector<float> want;
       std::vector<float> want_lse;
+      ASSERT_FALSE(kernels::AttentionRunsFloat32Tiles(strict.Problem()));
       ASSERT_NO_FATAL_FAILURE(strict.Run(strict.Problem(), &want, &want_lse));
       EXPECT_EQ(CountNonFinite(out), 0u);
       const double error = RelativeL2(out, want);
@@ -822,8 +852,81 @@ TEST(AttentionTest, Tf32LongSequencesMatchStrictFloat32Path) {
   }
 }
 
+// Strict float32 (no allow_tf32) on the float32 tiles in 3xTF32, at every head dim and position
+// term, lengths off the 64-row tile (one row of a tile, one past, a partial last tile), against
+// float64 to the float32 bound; CheckAgainstFloat64 requires the tiles on an H100 / H200.
+class Float32TilesTest : public testing::TestWithParam<std::tuple<int, Positions>> {};
+
+TEST_P(Float32TilesTest, PackedLengthsOffTheTileMatchFloat64) {
+  DFLASH_REQUIRE_GPU();
+  Case c = ParamCase({DataType::kFloat32, std::get<0>(GetParam()), std::get<1>(GetParam())},
+                     {3, 64, 100, 129, 191, 700, 1025}, 200);
+  c.heads = 3;
+  CheckAgainstFloat64(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(HeadDims, Float32TilesTest,
+                         testing::Combine(testing::Values(32, 64, 128),
+                                          testing::Values(Positions::kC2P, Positions::kP2C,
+                                                          Positions::kBoth, Positions::kNone)),
+                         [](const testing::TestParamInfo<std::tuple<int, Positions>>& param) {
+                           std::string name = "d" + std::to_string(std::get<0>(param.param)) + "_" +
+                                              Name(std::get<1>(param.param));
+                           std::replace(name.begin(), name.end(), '+', '_');
+                           return name;
+                         });
+
+// Long sequences (saturated tiles) on the strict float32 tiles against the SIMT float32 kernel on
+// the same inputs (Q / K / V misaligned by one float for it), and at 4097 tokens against float64
+// too; the tiles' workspace holds float32 tables.
+TEST(AttentionTest, Float32TilesOnLongSequencesMatchTheSimtKernel) {
+  DFLASH_REQUIRE_GPU();
+  for (int length : {4097, 8192, 32768}) {
+    Case c;
+    c.dtype = DataType::kFloat32;
+    c.heads = 1;
+    c.lengths = {length};
+    c.seed = length + 5;
+    const HostProblem host(c);
+    DeviceProblem device(host);
+    ASSERT_NO_FATAL_FAILURE(device.Upload());
+    const kernels::AttentionProblem tiles = device.Problem();
+    if (!Float32TilesRun(tiles, true)) GTEST_SKIP() << "the float32 tiles do not fit this GPU";
+    EXPECT_GT(kernels::AttentionWorkspaceBytes(tiles), 0u);
+    std::vector<float> out;
+    std::vector<float> lse;
+    ASSERT_NO_FATAL_FAILURE(device.Run(tiles, &out, &lse));
+    Case simt_case = c;
+    simt_case.misalign = 1;
+    const HostProblem simt_host(simt_case);
+    DeviceProblem simt(simt_host);
+    ASSERT_NO_FATAL_FAILURE(simt.Upload());
+    ASSERT_FALSE(kernels::AttentionRunsFloat32Tiles(simt.Problem()));
+    std::vector<float> want;
+    std::vector<float> want_lse;
+    ASSERT_NO_FATAL_FAILURE(simt.Run(simt.Problem(), &want, &want_lse));
+    EXPECT_EQ(CountNonFinite(out), 0u);
+    EXPECT_EQ(CountNonFinite(lse), 0u);
+    const double error = RelativeL2(out, want);
+    const double lse_error = RelativeL2(lse, want_lse);
+    EXPECT_LE(error, Tolerance(DataType::kFloat32)) << "length " << length;
+    EXPECT_LE(lse_error, Tolerance(DataType::kFloat32)) << "length " << length;
+    std::cout << "[attention] 3xtf32 tiles L=" << length << " vs simt fp32: rel L2 " << error
+              << ", lse " << lse_error << "\n";
+    if (length == 4097) {
+      std::vector<double> want_out;
+      std::vector<double> want_lse64;
+      host.Reference(&want_out, &want_lse64);
+      const auto [error64, lse_error64] =
+          ExpectOutputsMatch(out, lse, want_out, want_lse64, Tolerance(DataType::kFloat32));
+      std::cout << "[attention] 3xtf32 tiles L=" << length << " vs float64: rel L2 " << error64
+                << ", lse " << lse_error64 << "\n";
+    }
+  }
+}
+
 // allow_tf32 permits the TF32 kernel; where it cannot run (Q / K / V not 16-byte aligned) the
-// strict kernel does, to its float32 bound, with no tables.
+// SIMT kernel does, to its float32 bound, with no tables.
 TEST(AttentionTest, Tf32FallsBackToStrictOnMisalignedInputs) {
   DFLASH_REQUIRE_GPU();
   Case c;
@@ -951,9 +1054,16 @@ TEST(AttentionTest, PaddedLayoutEqualsPackedOnValidRows) {
   c.tf32 = true;
   c.lengths = {70, 5, 1030};
   CheckPaddedEqualsPacked(c, 1030, nullptr);
-  // The strict float32 path.
+  // Strict float32: the 3xTF32 tiles (saturated tiles at 1030 rows), at every head dim, and the
+  // SIMT kernel (misaligned).
   c.tf32 = false;
+  for (const int head_dim : {32, 64, 128}) {
+    Case strict = c;
+    strict.head_dim = head_dim;
+    CheckPaddedEqualsPacked(strict, 1030, nullptr);
+  }
   c.lengths = {70, 5, 130};
+  c.misalign = 1;
   CheckPaddedEqualsPacked(c, 130, nullptr);
 }
 
@@ -1115,8 +1225,15 @@ TEST(AttentionArgumentsTest, WorkspaceHoldsBothTablesOverTheActiveSlots) {
   problem.pos_query = nullptr;
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), table(512));
   problem.config = nullptr;
-  problem.dtype = DataType::kFloat32;  // The strict path needs no tables.
-  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+  // float32: float32 tables (twice the bytes) where the float32 tiles run (strict or not), none
+  // for the SIMT kernel (no device here, or its blocks too small for the tiles).
+  problem.dtype = DataType::kFloat32;
+  const size_t float32_table = ((12u * 1000 * 512 + kernels::kTableSlack) * 4 + 255) / 256 * 256;
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem),
+            kernels::AttentionRunsFloat32Tiles(problem) ? float32_table : 0u);
+  problem.allow_tf32 = true;
+  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem),
+            kernels::AttentionRunsFloat32Tiles(problem) ? float32_table : 0u);
 }
 
 TEST(AttentionArgumentsTest, PaddedLayoutWorkspaceHoldsTheMaskedValueCopy) {
@@ -1139,11 +1256,60 @@ TEST(AttentionArgumentsTest, PaddedLayoutWorkspaceHoldsTheMaskedValueCopy) {
   EXPECT_GT(with_tables, values);
   problem.key_padding_mask = nullptr;
   EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), with_tables - values);
-  // The strict float32 kernel skips masked keys itself.
+  // The SIMT float32 kernel skips masked keys itself; the float32 tiles read a float32 copy.
   problem.key_padding_mask = &mask;
   problem.config = nullptr;
   problem.dtype = DataType::kFloat32;
-  EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+  if (kernels::AttentionRunsFloat32Tiles(problem)) {
+    EXPECT_GT(kernels::AttentionWorkspaceBytes(problem), 2 * values);
+  } else {
+    EXPECT_EQ(kernels::AttentionWorkspaceBytes(problem), 0u);
+  }
+}
+
+// Strict float32 (allow_tf32 false) runs the float32 tile kernel (3xTF32) wherever it fits, as
+// allow_tf32 does (1xTF32): on an H100 / H200 at every head dim; the SIMT kernel only for
+// misaligned Q / K / V or without the shared memory (no device at all here).
+TEST(AttentionConfigTest, StrictFloat32RunsTheTileKernelWhereItFits) {
+  const RelativePositionIndex index(V3Positions(true));
+  kernels::AttentionProblem problem = SizingProblem(index, 1000, 1000);
+  EXPECT_FALSE(kernels::AttentionRunsFloat32Tiles(problem));  // bf16: not a float32 problem.
+  problem.dtype = DataType::kFloat32;
+  int device = 0;
+  int major = 0;
+  const bool gpu = test::NoGpuReason().empty();
+  const bool hopper =
+      gpu && cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+      major == 9;
+  for (const int head_dim : {32, 64, 128}) {
+    problem.head_dim = head_dim;
+    problem.allow_tf32 = false;
+    const bool tiles = kernels::AttentionRunsFloat32Tiles(problem);
+    if (hopper) {
+      EXPECT_TRUE(tiles) << "d = " << head_dim;
+    }
+    if (!gpu) {
+      EXPECT_FALSE(tiles) << "no device: the SIMT kernel";
+    }
+    EXPECT_FALSE(kernels::AttentionRunsTf32(problem));
+    problem.allow_tf32 = true;
+    EXPECT_EQ(kernels::AttentionRunsFloat32Tiles(problem), tiles) << "d = " << head_dim;
+    EXPECT_EQ(kernels::AttentionRunsTf32(problem), tiles) << "d = " << head_dim;
+    // One float off 16-byte alignment: the SIMT kernel, whatever allow_tf32 says.
+    alignas(16) static const float kRows[8] = {};
+    problem.q = problem.k = problem.v = kRows + 1;
+    problem.q_row_stride = problem.k_row_stride = problem.v_row_stride = 3 * 12 * head_dim;
+    EXPECT_FALSE(kernels::AttentionRunsFloat32Tiles(problem));
+    EXPECT_FALSE(kernels::AttentionRunsTf32(problem));
+    problem.allow_tf32 = false;
+    EXPECT_FALSE(kernels::AttentionRunsFloat32Tiles(problem));
+    problem.q = problem.k = problem.v = nullptr;
+    problem.q_row_stride = problem.k_row_stride = problem.v_row_stride = 0;
+  }
+  // One variant whichever kernel runs: the default config.
+  EXPECT_EQ(kernels::CheckAttentionConfig(problem, kernels::AttentionKernelConfig{}), cudaSuccess);
+  EXPECT_EQ(kernels::AttentionCandidateConfigs(problem).size(), 1u);
 }
 
 // A padded problem needs the V copy's workspace: without one it is refused before any work is

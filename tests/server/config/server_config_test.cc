@@ -101,6 +101,7 @@ TEST(ServerConfigTest, MinimalConfigGetsEveryDefault) {
   EXPECT_THAT(model.tasks, IsEmpty());
   EXPECT_EQ(model.backend, BackendChoice::kAuto);
   EXPECT_EQ(model.dtype, DtypeChoice::kAuto);
+  EXPECT_FALSE(model.allow_tf32);  // float32 is strict unless the operator opts in.
   EXPECT_THAT(model.devices, IsEmpty());
   EXPECT_EQ(model.cpu_threads, 0);
   EXPECT_EQ(model.max_input_length, 0);
@@ -249,6 +250,7 @@ TEST(ServerConfigTest, ShippedExampleParsesAndValidatesWithTheDocumentedDefaults
   EXPECT_THAT(model.tasks, IsEmpty());
   EXPECT_EQ(model.backend, model_defaults.backend);
   EXPECT_EQ(model.dtype, model_defaults.dtype);
+  EXPECT_EQ(model.allow_tf32, model_defaults.allow_tf32);
   EXPECT_THAT(model.devices, IsEmpty());
   EXPECT_EQ(model.cpu_threads, model_defaults.cpu_threads);
   EXPECT_EQ(model.max_input_length, model_defaults.max_input_length);
@@ -267,6 +269,14 @@ TEST(ServerConfigTest, ShippedExampleParsesAndValidatesWithTheDocumentedDefaults
   EXPECT_EQ(model.limits.max_sequences, model_defaults.limits.max_sequences);
   EXPECT_EQ(model.limits.max_text_bytes, model_defaults.limits.max_text_bytes);
   EXPECT_EQ(model.limits.max_request_tokens, model_defaults.limits.max_request_tokens);
+}
+
+// allow_tf32, the operator's opt-in to TF32 tensor cores for a float32 model.
+TEST(ServerConfigTest, AllowTf32IsReadForFloat32Models) {
+  const absl::StatusOr<ServerConfig> config = Parse(ModelYaml("dtype: float32\nallow_tf32: true"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(config->models[0].allow_tf32);
+  EXPECT_TRUE(ValidateServerConfig(*config).ok());
 }
 
 TEST(ServerConfigTest, TaskTakesOneValueOrAList) {
@@ -469,6 +479,9 @@ TEST(ServerConfigErrorsTest, OutOfRangeValuesNameTheKeyAndHowToFixThem) {
        {"test.yaml:5:5", "models[0].dtype", "computes in float32"}},
       {ModelYaml("backend: cpu\ndevices: [0]"),
        {"test.yaml:5:5", "models[0].devices", "backend is cpu"}},
+      {ModelYaml("dtype: float16\nallow_tf32: true"),
+       {"test.yaml:5:5", "models[0].allow_tf32", "dtype float32 only, not float16"}},
+      {ModelYaml("allow_tf32: true"), {"models[0].allow_tf32", "dtype float32 only, not auto"}},
       {ModelYaml("devices: [0, -1]"), {"test.yaml:4:18", "models[0].devices[1]", "start at 0"}},
       {ModelYaml("devices: [1, 1]"), {"models[0].devices[1]", "listed twice"}},
       {ModelYaml("tuning_profile: ''"), {"models[0].tuning_profile", "'auto', 'none'"}},

@@ -108,6 +108,45 @@ class ScriptedEngine final : public Engine {
 
 std::filesystem::path DemoModelDir() { return DFLASH_DEMO_MODEL_DIR; }
 
+// The lengths of the warm-up batch's sequences for a model of `max_input_length` with this
+// budget.
+std::vector<size_t> WarmUpLengths(int max_input_length, int max_batch_tokens,
+                                  int max_batch_sequences) {
+  absl::StatusOr<std::unique_ptr<DebertaTokenizer>> tokenizer =
+      DebertaTokenizer::Load(DemoModelDir());
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  if (!tokenizer.ok()) return {};
+  ModelEntry entry;
+  entry.name = "nli";
+  entry.path = DemoModelDir();
+  entry.max_input_length = max_input_length;
+  entry.batching.max_batch_tokens = max_batch_tokens;
+  entry.batching.max_batch_sequences = max_batch_sequences;
+  ModelConfig config = ScriptedConfig();
+  config.position_biased_input = false;  // Relative positions only: any input length.
+  auto log = std::make_shared<ScriptedEngine::Log>();
+  std::vector<std::unique_ptr<Engine>> engines;
+  engines.push_back(std::make_unique<ScriptedEngine>(config, log));
+  absl::StatusOr<std::unique_ptr<ServedModel>> model = ServedModel::Create(
+      entry, config, EmbeddingConfig{}, std::move(*tokenizer), std::move(engines), nullptr);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return {};
+  (*model)->scheduler().Shutdown();
+  std::lock_guard<std::mutex> lock(log->mutex);
+  std::vector<size_t> lengths;
+  for (const std::vector<int32_t>& sequence : log->sequences) lengths.push_back(sequence.size());
+  return lengths;
+}
+
+// The warm-up runs the whole token budget, in sequences no longer than 512 tokens unless the
+// sequence budget needs longer ones: its attention time does not grow with max_input_length.
+TEST(ServedModelWarmUpTest, FullTokenBudgetInBoundedSequences) {
+  EXPECT_EQ(WarmUpLengths(64, 256, 16), std::vector<size_t>(4, 64));
+  EXPECT_EQ(WarmUpLengths(32768, 32768, 256), std::vector<size_t>(64, 512));
+  EXPECT_EQ(WarmUpLengths(16384, 16384, 8), std::vector<size_t>(8, 2048));
+  EXPECT_EQ(WarmUpLengths(700, 1000, 256), (std::vector<size_t>{512, 488}));
+}
+
 class InferencePipelineTest : public ::testing::Test {
  protected:
   void SetUp() override { Build(InferencePipeline::kDefaultMaxResponseBytes); }
