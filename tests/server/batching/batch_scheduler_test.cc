@@ -311,6 +311,13 @@ class RecordingObserver : public BatchObserver {
     std::lock_guard<std::mutex> lock(mutex_);
     dropped_.push_back(code);
   }
+  void OnBatchStages(absl::Duration pack, absl::Duration run, absl::Duration deliver) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    EXPECT_GE(pack, absl::ZeroDuration());
+    EXPECT_GE(run, absl::ZeroDuration());
+    EXPECT_GE(deliver, absl::ZeroDuration());
+    ++staged_batches_;
+  }
 
   std::vector<Batch> batches() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -332,6 +339,10 @@ class RecordingObserver : public BatchObserver {
     std::lock_guard<std::mutex> lock(mutex_);
     return dropped_;
   }
+  int staged_batches() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return staged_batches_;
+  }
 
  private:
   mutable std::mutex mutex_;
@@ -340,6 +351,7 @@ class RecordingObserver : public BatchObserver {
   int max_requests_ = 0;
   int depth_reports_ = 0;
   std::vector<absl::StatusCode> dropped_;
+  int staged_batches_ = 0;
 };
 
 // A sequence whose first token is `tag` (unique per test, so a batch's sequences can be traced back
