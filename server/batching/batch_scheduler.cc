@@ -387,6 +387,9 @@ int BatchScheduler::Impl::AbortQueued(const absl::Status& status) {
           pending.status = status;
           pending.dropped = true;  // Answered without compute, like an expired request.
           ++aborted;
+          // The rest of a request larger than a batch went back into the queue; taking it again
+          // would answer the request once more.
+          if (pending.next_sequence < pending.num_sequences()) queue_.Remove(pending);
         }
         if (pending.finished()) to_answer.push_back(std::move(part.request));
       }
@@ -616,11 +619,16 @@ void BatchScheduler::Impl::DropStaleParts(PreparedBatch& batch) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const absl::Time now = absl::Now();
-    std::erase_if(batch.parts, [&](BatchPart& part) {
+    std::vector<BatchPart> kept;
+    kept.reserve(batch.parts.size());
+    for (BatchPart& part : batch.parts) {
       PendingRequest& pending = *part.request;
       if (pending.status.ok()) {
         absl::Status drop = DropStatus(pending, now);
-        if (drop.ok()) return false;
+        if (drop.ok()) {
+          kept.push_back(std::move(part));
+          continue;
+        }
         pending.status = std::move(drop);
         pending.dropped = true;
         if (pending.next_sequence < pending.num_sequences()) {
@@ -632,8 +640,8 @@ void BatchScheduler::Impl::DropStaleParts(PreparedBatch& batch) {
       running_tokens_ -= part.tokens;
       batch.tokens -= part.tokens;
       if (pending.finished()) finished.push_back(std::move(part.request));
-      return true;
-    });
+    }
+    batch.parts = std::move(kept);
   }
   if (requeued_removed) ReportQueueDepth();
   if (batch.tokens != batch.batch.total_tokens()) {
