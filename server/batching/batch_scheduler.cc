@@ -1,5 +1,7 @@
 #include "server/batching/batch_scheduler.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -99,8 +101,9 @@ class BatchScheduler::Impl {
        std::shared_ptr<BatchObserver> observer)
       : options_(options),
         observer_(std::move(observer)),
-        host_pool_(options.host_threads > 0 ? options.host_threads
-                                            : kHostThreadsPerEngine * static_cast<int>(engines.size())),
+        host_pool_(options.host_threads > 0
+                       ? options.host_threads
+                       : kHostThreadsPerEngine * static_cast<int>(engines.size())),
         queue_(options.max_batch_tokens, options.max_batch_sequences) {
     options_.run_options.normalize = false;  // Callers normalize; the scheduler never does.
     for (std::unique_ptr<Engine>& engine : engines) {
@@ -460,6 +463,8 @@ absl::Status BatchScheduler::Impl::CheckDeadline(const PendingRequest& pending) 
 }
 
 void BatchScheduler::Impl::WorkerLoop(Worker& worker) {
+  // Named so that per-thread CPU time (top -H, /proc/<pid>/task) shows the engine runners.
+  pthread_setname_np(pthread_self(), "dflash-runner");
   while (std::optional<PreparedBatch> batch = NextBatch(worker)) {
     if (!batch->parts.empty()) RunBatch(worker, std::move(*batch));
     if (worker.failed.ok()) {
@@ -470,8 +475,7 @@ void BatchScheduler::Impl::WorkerLoop(Worker& worker) {
   }
 }
 
-std::optional<BatchScheduler::Impl::PreparedBatch> BatchScheduler::Impl::NextBatch(
-    Worker& worker) {
+std::optional<BatchScheduler::Impl::PreparedBatch> BatchScheduler::Impl::NextBatch(Worker& worker) {
   std::optional<PreparedBatch> batch;
   if (worker.prefetching) {
     batch = AwaitPrefetch(worker);
@@ -751,8 +755,7 @@ void BatchScheduler::Impl::DeliverParts(Delivery& delivery, size_t begin, size_t
     pending.reset();
   }
   if (delivery.tasks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    DeliveryDone(*delivery.worker, delivery.pack_time, delivery.end - delivery.start,
-                 delivery.end);
+    DeliveryDone(*delivery.worker, delivery.pack_time, delivery.end - delivery.start, delivery.end);
   }
 }
 

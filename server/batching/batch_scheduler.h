@@ -35,16 +35,21 @@
 // batches ahead would make them smaller, since requests arriving meanwhile could not join them,
 // and would check deadlines and cancellation earlier than needed; when nothing is due then, the
 // runner cuts after the Run, as it would without the pipeline, so a batch still takes everything
-// that arrived while its engine was busy). After Run, scattering the outputs and the `done`
-// callbacks run on the host threads (a pool shared by the model's engines, two per engine), split
-// over them for large batches, while the runner starts the next batch; an engine goes at most two
-// batches ahead of the delivery of its answers, which bounds the outputs held when callbacks are
-// slower than the engine. So answers to different requests come in no particular order (one
-// request is still answered once, after its last part); a `done` that blocks holds up only the
-// answers behind it on its host thread, never an engine.
+// that arrived while its engine was busy; nor does a busy engine cut ahead while another engine is
+// idle, which then takes the batch at once). The price of cutting ahead: under a steady load, a
+// request arriving during a run waits for the next run too, about one batch time more queueing,
+// for engines that never wait on the host between batches. A batch cut ahead drops, when it starts,
+// the parts of requests that failed, were cancelled, expired or aborted since; a retiring engine
+// hands it to a healthy one. After Run, scattering the outputs and the `done` callbacks run on the
+// host threads (a pool shared by the model's engines, two per engine by default), split over them
+// for large batches, while the runner starts the next batch; an engine goes at most two batches
+// ahead of the delivery of its answers, which bounds the outputs held when callbacks are slower
+// than the engine. So answers to different requests come in no particular order (one request is
+// still answered once, after its last part), and a `done` that blocks holds up the answers behind
+// it on its host thread, not the engine (unless every host thread is blocked).
 //
 // Every request accepted by Submit has its `done` called exactly once, on a scheduler thread (or
-// on the thread calling Shutdown or AbortQueued), never while a scheduler lock is held. `done` and
+// on the thread calling AbortQueued), never while a scheduler lock is held. `done` and
 // the observer may call Submit and Stats but must not call Shutdown or destroy the scheduler (a
 // scheduler thread cannot join itself).
 #pragma once

@@ -1,5 +1,7 @@
 #include "server/batching/host_work_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -33,6 +35,8 @@ void HostWorkPool::Stop() {
 }
 
 void HostWorkPool::Loop() {
+  // Named so that per-thread CPU time (top -H, /proc/<pid>/task) shows the host work.
+  pthread_setname_np(pthread_self(), "dflash-host");
   for (;;) {
     absl::AnyInvocable<void()> task;
     {

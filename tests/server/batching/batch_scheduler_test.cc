@@ -321,9 +321,8 @@ class RecordingObserver : public BatchObserver {
   // Until the last reported depth is `requests` requests; false if that never happens.
   bool WaitForQueuedRequests(int requests) {
     std::unique_lock<std::mutex> lock(mutex_);
-    return depth_changed_.wait_for(lock, kHangGuard, [&] {
-      return !last_depth_.empty() && last_depth_[0] == requests;
-    });
+    return depth_changed_.wait_for(
+        lock, kHangGuard, [&] { return !last_depth_.empty() && last_depth_[0] == requests; });
   }
   void OnDropped(absl::StatusCode code) override {
     std::lock_guard<std::mutex> lock(mutex_);
