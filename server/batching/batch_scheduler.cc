@@ -34,6 +34,10 @@ constexpr double kAdmissionHeadroom = 1.25;
 // answering (response building and sending in the callbacks) may cost as much host time per batch
 // as the engine's run on a fast device.
 constexpr int kHostThreadsPerEngine = 2;
+// A batch cut ahead is packed on a host thread from this many tokens; a smaller one is packed by
+// the runner before its Run starts, since its packing (a few microseconds) costs less than waking
+// a host thread for it (measured with bench/host_path_cpu.sh: the hand-off added CPU per call).
+constexpr int kHostPackedTokens = 4096;
 // Parts answered per host task: a large batch's answers spread over the host threads, while a
 // small one costs a single hand-off.
 constexpr size_t kPartsPerDeliveryTask = 32;
@@ -571,11 +575,7 @@ void BatchScheduler::Impl::Prefetch(Worker& worker, int running_tokens) {
   ReportQueueDepth();
   AnswerOnHost(std::move(taken.dropped));
   if (!worker.prefetching) return;
-  {
-    std::lock_guard<std::mutex> lock(worker.prefetch_mutex);
-    worker.prefetch_packed = false;
-  }
-  host_pool_.Post(HostWorkPool::Urgency::kUrgent, [&worker] {
+  auto pack = [&worker] {
     const absl::Time start = absl::Now();
     PackedBatch packed = PackParts(worker.prefetch.parts);
     std::lock_guard<std::mutex> lock(worker.prefetch_mutex);
@@ -583,7 +583,16 @@ void BatchScheduler::Impl::Prefetch(Worker& worker, int running_tokens) {
     worker.prefetch.pack_time = absl::Now() - start;
     worker.prefetch_packed = true;
     worker.prefetch_done.notify_one();
-  });
+  };
+  {
+    std::lock_guard<std::mutex> lock(worker.prefetch_mutex);
+    worker.prefetch_packed = false;
+  }
+  if (worker.prefetch.tokens < kHostPackedTokens) {
+    pack();
+  } else {
+    host_pool_.Post(HostWorkPool::Urgency::kUrgent, std::move(pack));
+  }
 }
 
 BatchScheduler::Impl::PreparedBatch BatchScheduler::Impl::AwaitPrefetch(Worker& worker) {

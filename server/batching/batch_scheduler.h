@@ -41,7 +41,7 @@
 // for engines that never wait on the host between batches. A batch cut ahead drops, when it starts,
 // the parts of requests that failed, were cancelled, expired or aborted since; a retiring engine
 // hands it to a healthy one. After Run, scattering the outputs and the `done` callbacks run on the
-// host threads (a pool shared by the model's engines, two per engine by default), split over them
+// host threads (a pool shared by the model's engines, by default two per engine), split over them
 // for large batches, while the runner starts the next batch; an engine goes at most two batches
 // ahead of the delivery of its answers, which bounds the outputs held when callbacks are slower
 // than the engine. So answers to different requests come in no particular order (one request is

@@ -48,19 +48,19 @@ class ServiceMetrics::Observer final : public BatchObserver {
 
   void OnBatch(int sequences, int tokens, absl::Duration engine_time,
                const absl::Status& status) override {
-    if (auto* m = Get(metrics_->batches_, {model_})) (void)m->Increment();
+    if (batches_ != nullptr) (void)batches_->Increment();
     if (!status.ok()) {
-      if (auto* m = Get(metrics_->engine_errors_, {model_})) (void)m->Increment();
+      if (engine_errors_ != nullptr) (void)engine_errors_->Increment();
       return;
     }
-    if (auto* m = Get(metrics_->batch_sequences_, {model_})) m->Observe(sequences);
-    if (auto* m = Get(metrics_->batch_tokens_, {model_})) m->Observe(tokens);
-    if (auto* m = Get(metrics_->batch_duration_, {model_})) m->Observe(Seconds(engine_time));
+    if (batch_sequences_ != nullptr) batch_sequences_->Observe(sequences);
+    if (batch_tokens_ != nullptr) batch_tokens_->Observe(tokens);
+    if (batch_duration_ != nullptr) batch_duration_->Observe(Seconds(engine_time));
   }
   void OnQueueDepth(int requests, int64_t sequences, int64_t tokens) override {
-    if (auto* m = Get(metrics_->queue_requests_, {model_})) m->Set(requests);
-    if (auto* m = Get(metrics_->queue_sequences_, {model_})) m->Set(static_cast<double>(sequences));
-    if (auto* m = Get(metrics_->queue_tokens_, {model_})) m->Set(static_cast<double>(tokens));
+    if (queue_requests_ != nullptr) queue_requests_->Set(requests);
+    if (queue_sequences_ != nullptr) queue_sequences_->Set(static_cast<double>(sequences));
+    if (queue_tokens_ != nullptr) queue_tokens_->Set(static_cast<double>(tokens));
   }
   void OnDropped(absl::StatusCode code) override {
     if (auto* m = Get(metrics_->dropped_, {model_, StatusCodeName(code)})) (void)m->Increment();
@@ -74,7 +74,15 @@ class ServiceMetrics::Observer final : public BatchObserver {
  private:
   ServiceMetrics* metrics_;
   std::string model_;
-  // Looked up once: these are observed for every batch.
+  // Looked up once: the queue depth changes with every request, the others with every batch.
+  metrics::Counter* batches_ = Get(metrics_->batches_, {model_});
+  metrics::Counter* engine_errors_ = Get(metrics_->engine_errors_, {model_});
+  metrics::Histogram* batch_sequences_ = Get(metrics_->batch_sequences_, {model_});
+  metrics::Histogram* batch_tokens_ = Get(metrics_->batch_tokens_, {model_});
+  metrics::Histogram* batch_duration_ = Get(metrics_->batch_duration_, {model_});
+  metrics::Gauge* queue_requests_ = Get(metrics_->queue_requests_, {model_});
+  metrics::Gauge* queue_sequences_ = Get(metrics_->queue_sequences_, {model_});
+  metrics::Gauge* queue_tokens_ = Get(metrics_->queue_tokens_, {model_});
   metrics::Histogram* pack_ = Get(metrics_->batch_stage_, {model_, "pack"});
   metrics::Histogram* run_ = Get(metrics_->batch_stage_, {model_, "run"});
   metrics::Histogram* deliver_ = Get(metrics_->batch_stage_, {model_, "deliver"});

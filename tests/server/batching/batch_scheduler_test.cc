@@ -1446,16 +1446,16 @@ TEST(BatchSchedulerTest, ObserverSeesBatchesAndQueueDepth) {
 }
 
 // The pipeline: when the engine starts a batch and more is queued, the next batch is cut (and
-// packed on a host thread) while the engine runs, so that the engine never waits for host work.
-// The queue empties while the engine is held inside Run, and a request submitted after that cut
-// waits for the batch after it.
+// packed, on a host thread when it is large, as here) while the engine runs, so that the engine
+// never waits for host work. The queue empties while the engine is held inside Run, and a request
+// submitted after that cut waits for the batch after it.
 TEST(BatchSchedulerTest, NextBatchIsCutWhileTheEngineRuns) {
   auto observer = std::make_shared<RecordingObserver>();
-  Harness harness(Budget(16, 8), 1, /*gated=*/true, observer);
+  Harness harness(Budget(8192, 8), 1, /*gated=*/true, observer);
   harness.OccupyEngine(0, 1);
-  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 16)})).ok());  // A full batch.
-  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 3)})).ok());
-  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 3)})).ok());
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 8192)})).ok());  // A full batch.
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 4096, true)})).ok());
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 4096)})).ok());
   EXPECT_EQ(harness.scheduler().Stats().requests, 3);
   harness.gate().Allow(1);  // Batch 0 ends; batch 1 (request 1) starts and is held.
   ASSERT_TRUE(harness.log().WaitForBatches(2));
@@ -1470,6 +1470,7 @@ TEST(BatchSchedulerTest, NextBatchIsCutWhileTheEngineRuns) {
   ASSERT_EQ(batches.size(), 4u);
   EXPECT_EQ(Tags(batches[1].batch), (std::vector<int32_t>{11}));
   EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{21, 31}));
+  ExpectWellFormed(batches[2].batch, harness.scheduler().options());
   EXPECT_EQ(Tags(batches[3].batch), (std::vector<int32_t>{41}));
   for (int id = 0; id <= 4; ++id) harness.ExpectCorrectAnswer(id);
 }
@@ -1504,7 +1505,9 @@ TEST(BatchSchedulerTest, CancelledAfterItsBatchWasCutIsNotComputed) {
 // Answers are delivered off the engine's runner: a `done` that blocks does not keep the engine
 // from running the next batch, nor the next batch's requests from being answered.
 TEST(BatchSchedulerTest, BlockedCallbackDoesNotStopTheEngine) {
-  Harness harness(Budget(64, 8), 1);
+  BatchSchedulerOptions options = Budget(64, 8);
+  options.host_threads = 2;  // One is blocked below.
+  Harness harness(options, 1);
   std::mutex mutex;
   std::condition_variable changed;
   bool entered = false;
