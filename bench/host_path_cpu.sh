@@ -11,7 +11,10 @@
 # Usage: bench/host_path_cpu.sh [BUILD_DIR] [SECONDS] [REPORT] [LABEL=SERVER_BINARY ...]
 #   defaults: build, 10, bench/results/host-path-null-2core.json, now=BUILD_DIR/bin/dflash-server
 # Several LABEL=BINARY pairs (e.g. before=/tmp/old/dflash-server after=build/bin/dflash-server)
-# compare server builds in one run, on the same load generator and machine.
+# compare server builds in one run, on the same load generator and machine. Environment:
+# CONCURRENCIES (default "1 16 64"); ENGINE_DELAY (e.g. 1ms: every null-engine batch sleeps that
+# long without using CPU, a stand-in for a device whose Run waits on the GPU, so that host work
+# can overlap it; default none).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -21,6 +24,7 @@ shift $(($# < 3 ? $# : 3))
 servers=("$@")
 [ ${#servers[@]} -gt 0 ] || servers=("now=$build/bin/dflash-server")
 concurrencies=${CONCURRENCIES:-"1 16 64"}
+engine_delay=${ENGINE_DELAY:-}
 port=50161
 model_dir="$(cd "$build/demo-model" && pwd)"
 work=$(mktemp -d)
@@ -40,7 +44,7 @@ for entry in "${servers[@]}"; do
   label=${entry%%=*}
   binary=${entry#*=}
   for concurrency in $concurrencies; do
-    "$binary" --config=config/server.yaml --set="models.demo.path=$model_dir" \
+    DFLASH_TEST_NULL_ENGINE_DELAY="$engine_delay" "$binary" --config=config/server.yaml --set="models.demo.path=$model_dir" \
       --listen=127.0.0.1:$port --metrics_listen=off --backend=null >"$work/server.log" 2>&1 &
     pid=$!
     for _ in $(seq 1 240); do
@@ -93,13 +97,15 @@ EOF
     runs+=("$run")
   done
 done
-python3 - "$report" "$seconds" "${runs[@]}" <<'EOF'
+python3 - "$report" "$seconds" "$engine_delay" "${runs[@]}" <<'EOF'
 import json, os, sys
-report, seconds, runs = sys.argv[1], sys.argv[2], [json.loads(r) for r in sys.argv[3:]]
+report, seconds, delay = sys.argv[1], sys.argv[2], sys.argv[3]
+runs = [json.loads(r) for r in sys.argv[4:]]
 json.dump({
     "tool": "bench/host_path_cpu.sh",
     "machine": f"{os.cpu_count()} cores (load generator on the same cores)",
-    "backend": "null", "workload": "loadtest/workloads/mnli_mix.json", "mode": "closed",
+    "backend": "null", "engine_delay": delay or "0",
+    "workload": "loadtest/workloads/mnli_mix.json", "mode": "closed",
     "seconds_per_run": float(seconds), "runs": runs,
 }, open(report, "w"), indent=2)
 open(report, "a").write("\n")

@@ -29,24 +29,21 @@
 //   code); the parts of those requests still queued, or cut into a batch not yet started, are
 //   dropped; other requests are unaffected.
 //
-// Pipeline: an engine is never kept waiting for host work. Each engine's runner thread only takes
-// a packed batch and calls Run, back to back. When it starts a Run and a batch is due, it cuts
-// the next batch at once and a host thread packs it while the Run goes on (depth 1: cutting more
-// batches ahead would make them smaller, since requests arriving meanwhile could not join them,
-// and would check deadlines and cancellation earlier than needed; when nothing is due then, the
-// runner cuts after the Run, as it would without the pipeline, so a batch still takes everything
-// that arrived while its engine was busy; nor does a busy engine cut ahead while another engine is
-// idle, which then takes the batch at once). The price of cutting ahead: under a steady load, a
-// request arriving during a run waits for the next run too, about one batch time more queueing,
-// for engines that never wait on the host between batches. A batch cut ahead drops, when it starts,
-// the parts of requests that failed, were cancelled, expired or aborted since; a retiring engine
-// hands it to a healthy one. After Run, scattering the outputs and the `done` callbacks run on the
-// host threads (a pool shared by the model's engines, by default two per engine), split over them
-// for large batches, while the runner starts the next batch; an engine goes at most two batches
-// ahead of the delivery of its answers, which bounds the outputs held when callbacks are slower
-// than the engine. So answers to different requests come in no particular order (one request is
-// still answered once, after its last part), and a `done` that blocks holds up the answers behind
-// it on its host thread, not the engine (unless every host thread is blocked).
+// Pipeline: an engine is kept waiting for host work as little as possible. Each engine's runner
+// thread only cuts, takes up and runs batches; after Run, scattering the outputs and the `done`
+// callbacks run on host threads (a pool shared by the model's engines, two per engine by default),
+// split over them for large batches, while the runner starts the next batch. An engine goes at
+// most two batches ahead of the delivery of its answers, which bounds the outputs held when
+// callbacks are slower than the engine. So answers to different requests come in no particular
+// order (one request is still answered once, after its last part), and a `done` that blocks holds
+// up the answers behind it on its host thread, not the engine (unless every host thread is
+// blocked). When a runner starts a Run and the queue already fills a batch, it cuts that next
+// batch at once and it is packed (on a host thread when large) while the Run goes on (depth 1);
+// a batch that is not full is cut only when the engine is free, as without the pipeline, so that
+// it still takes the requests arriving during the run instead of making them wait for one more
+// run; and a busy engine does not cut ahead while another engine is idle. A batch cut ahead
+// drops, when it starts, the parts of requests that failed, were cancelled, expired or were
+// aborted since; a retiring engine hands it to a healthy one.
 //
 // Every request accepted by Submit has its `done` called exactly once, on a scheduler thread (or
 // on the thread calling AbortQueued), never while a scheduler lock is held. `done` and

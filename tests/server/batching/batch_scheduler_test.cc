@@ -1445,10 +1445,10 @@ TEST(BatchSchedulerTest, ObserverSeesBatchesAndQueueDepth) {
   EXPECT_EQ(observer->staged_batches(), 2);  // Reported once each batch was answered.
 }
 
-// The pipeline: when the engine starts a batch and more is queued, the next batch is cut (and
-// packed, on a host thread when it is large, as here) while the engine runs, so that the engine
-// never waits for host work. The queue empties while the engine is held inside Run, and a request
-// submitted after that cut waits for the batch after it.
+// The pipeline: when the engine starts a batch and a full batch is queued, the next batch is cut
+// (and packed, on a host thread when it is large, as here) while the engine runs, so that the
+// engine does not wait for host work. The queue empties while the engine is held inside Run, and a
+// request submitted after that cut waits for the batch after it.
 TEST(BatchSchedulerTest, NextBatchIsCutWhileTheEngineRuns) {
   auto observer = std::make_shared<RecordingObserver>();
   Harness harness(Budget(8192, 8), 1, /*gated=*/true, observer);
@@ -1475,6 +1475,25 @@ TEST(BatchSchedulerTest, NextBatchIsCutWhileTheEngineRuns) {
   for (int id = 0; id <= 4; ++id) harness.ExpectCorrectAnswer(id);
 }
 
+// A batch that is not full is not cut ahead: requests arriving while the engine runs still join
+// it, as without the pipeline.
+TEST(BatchSchedulerTest, BatchThatIsNotFullIsNotCutAhead) {
+  Harness harness(Budget(64, 8), 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 3)})).ok());
+  harness.gate().Allow(1);  // Batch 0 ends; batch 1 (request 1) starts and is held.
+  ASSERT_TRUE(harness.log().WaitForBatches(2));
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 3)})).ok());
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 3)})).ok());
+  EXPECT_EQ(harness.scheduler().Stats().requests, 2);
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(4));
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{21, 31}));
+  for (int id = 0; id <= 3; ++id) harness.ExpectCorrectAnswer(id);
+}
+
 // A request cancelled after the batch holding it was cut, before that batch starts, is still
 // never computed: the batch drops it when it starts.
 TEST(BatchSchedulerTest, CancelledAfterItsBatchWasCutIsNotComputed) {
@@ -1486,10 +1505,10 @@ TEST(BatchSchedulerTest, CancelledAfterItsBatchWasCutIsNotComputed) {
   InferenceRequest cancelled = MakeRequest({TaggedSequence(21, 3)});
   cancelled.cancelled = flag;
   ASSERT_TRUE(harness.Submit(2, std::move(cancelled)).ok());
-  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 3)})).ok());
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 13)})).ok());
   harness.gate().Allow(1);
   ASSERT_TRUE(harness.log().WaitForBatches(2));
-  ASSERT_TRUE(observer->WaitForQueuedRequests(0));  // Requests 2 and 3 are cut.
+  ASSERT_TRUE(observer->WaitForQueuedRequests(0));  // Requests 2 and 3, a full batch, are cut.
   flag->store(true);
   harness.gate().Open();
   ASSERT_TRUE(harness.answers().WaitForCalls(4));
