@@ -75,9 +75,10 @@ absl::Status CheckBatchOutput(const BatchOutput& output, const PackedBatch& batc
   return absl::OkStatus();
 }
 
-void ScatterOutputs(const BatchOutput& output, const std::vector<BatchPart>& parts) {
-  int batch_sequence = 0;
-  size_t batch_token = 0;  // The sequence's first token in the batch.
+void ScatterOutputs(const BatchOutput& output, std::span<const BatchPart> parts,
+                    BatchOffset first) {
+  int batch_sequence = first.sequence;
+  size_t batch_token = first.token;  // The sequence's first token in the batch.
   for (const BatchPart& part : parts) {
     PendingRequest& pending = *part.request;
     const uint32_t wanted = pending.request.outputs;
@@ -85,9 +86,9 @@ void ScatterOutputs(const BatchOutput& output, const std::vector<BatchPart>& par
       SequenceOutput& slot = pending.outputs[part.first_sequence + s];
       const size_t length = pending.request.sequences[part.first_sequence + s].ids.size();
       if (wanted & kTokenLogits) {
-        const auto first =
+        const auto rows =
             output.token_logits.begin() + static_cast<ptrdiff_t>(batch_token * output.num_labels);
-        slot.token_logits.assign(first, first + static_cast<ptrdiff_t>(length * output.num_labels));
+        slot.token_logits.assign(rows, rows + static_cast<ptrdiff_t>(length * output.num_labels));
       }
       batch_token += length;
       if (wanted & kSequenceLogits) {

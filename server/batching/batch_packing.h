@@ -2,7 +2,9 @@
 // delimited by cu_seqlens), and the engine's per-sequence outputs scattered back to the requests.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,8 +24,16 @@ uint32_t UnionOfOutputs(const std::vector<BatchPart>& parts);
 absl::Status CheckBatchOutput(const BatchOutput& output, const PackedBatch& batch,
                               uint32_t outputs);
 
+// Where a run of consecutive parts starts in its batch.
+struct BatchOffset {
+  int sequence = 0;
+  size_t token = 0;
+};
+
 // Copies each sequence's rows into its request's `outputs` slot, only the kinds that request asked
-// for. `output` must have passed CheckBatchOutput for these parts.
-void ScatterOutputs(const BatchOutput& output, const std::vector<BatchPart>& parts);
+// for. `parts` are consecutive parts of the batch starting at `first` (so that several threads can
+// scatter one batch, each its own parts); `output` must have passed CheckBatchOutput for the batch.
+void ScatterOutputs(const BatchOutput& output, std::span<const BatchPart> parts,
+                    BatchOffset first = {});
 
 }  // namespace dflash::serving

@@ -1,5 +1,5 @@
 // The dynamic batcher of one served model: requests (each one or more model sequences) wait in a
-// priority queue; engine workers (one per Engine, i.e. per device) take batches from it by token
+// priority queue; engine runners (one per Engine, i.e. per device) take batches from it by token
 // budget, pack them with cu_seqlens and run them; results are scattered back to the requests.
 //
 // Policy (Triton's dynamic batcher semantics):
@@ -10,26 +10,45 @@
 //   the rest goes to the back of its level, so a request larger than the budget spans several
 //   batches, taking turns with the requests queued behind it (one large request does not hold up
 //   its level until all of its parts are done), and is answered once, when its last part is done.
-// - max_queue_delay = 0 (continuous batching): a free worker takes everything queued at that moment
-//   up to the budget. max_queue_delay > 0: a free worker waits until the budget is full or the
-//   oldest queued request has waited max_queue_delay, whichever is first.
+// - max_queue_delay = 0 (continuous batching): a batch is cut from everything queued when it is
+//   due, up to the budget. max_queue_delay > 0: it is due once the budget is full or the oldest
+//   queued request has waited max_queue_delay, whichever is first.
 // - A request whose deadline has passed or whose cancellation flag is set when it reaches the head
-//   of the queue is answered DEADLINE_EXCEEDED / CANCELLED and never computed.
+//   of the queue, or when the batch it was cut into starts, is answered DEADLINE_EXCEEDED /
+//   CANCELLED and never computed.
 // - Deadlines against throughput: the scheduler estimates an engine's seconds per token from the
-//   batches it ran (an exponentially weighted average). Submit refuses (RESOURCE_EXHAUSTED) a
-//   request that by the estimate would end after its deadline (the tokens queued at its priority
-//   and above plus its own, spread over the healthy engines), and a request that reaches the head
-//   of the queue when even the batch being cut would end after its deadline is answered
+//   batches it ran (an exponentially weighted average of Run's start-to-end time). Submit refuses
+//   (RESOURCE_EXHAUSTED) a request that by the estimate would end after its deadline (the tokens
+//   queued at its priority and above, plus those cut and not yet run, plus its own, spread over
+//   the healthy engines), and a request that reaches the head of the queue when even the batch
+//   being cut would end after its deadline (counting the batch its engine still runs) is answered
 //   DEADLINE_EXCEEDED and never computed: under overload, engine time goes to requests whose
 //   callers still wait for the answer. Until a batch has run there is no estimate and neither
 //   check applies.
 // - An engine error fails every request with a part in that batch (INTERNAL, or the engine's
-//   code); the parts of those requests still queued are dropped; other requests are unaffected.
+//   code); the parts of those requests still queued, or cut into a batch not yet started, are
+//   dropped; other requests are unaffected.
 //
-// Every request accepted by Submit has its `done` called exactly once, on a worker thread (or on
-// the thread calling Shutdown or AbortQueued), never while a scheduler lock is held. `done` and
+// Pipeline: an engine is kept waiting for host work as little as possible. Each engine's runner
+// thread only cuts, takes up and runs batches; after Run, scattering the outputs and the `done`
+// callbacks run on host threads (a pool shared by the model's engines, two per engine by default),
+// split over them for large batches, while the runner starts the next batch. An engine goes at
+// most two batches ahead of the delivery of its answers, which bounds the outputs held when
+// callbacks are slower than the engine. So answers to different requests come in no particular
+// order (one request is still answered once, after its last part), and a `done` that blocks holds
+// up the answers behind it on its host thread, not the engine (unless every host thread is
+// blocked). When a runner starts a Run and the queue already fills a batch, it cuts that next
+// batch at once and it is packed (on a host thread when large) while the Run goes on (depth 1);
+// a batch that is not full is cut only when the engine is free, as without the pipeline, so that
+// it still takes the requests arriving during the run instead of making them wait for one more
+// run; and a busy engine does not cut ahead while another engine is idle. A batch cut ahead
+// drops, when it starts, the parts of requests that failed, were cancelled, expired or were
+// aborted since; a retiring engine hands it to a healthy one.
+//
+// Every request accepted by Submit has its `done` called exactly once, on a scheduler thread (or
+// on the thread calling AbortQueued), never while a scheduler lock is held. `done` and
 // the observer may call Submit and Stats but must not call Shutdown or destroy the scheduler (a
-// worker cannot join itself).
+// scheduler thread cannot join itself).
 #pragma once
 
 #include <atomic>
@@ -97,6 +116,11 @@ class BatchObserver {
   // (also when a split request's rest is dropped after some of its parts were computed, and when
   // it could no longer be answered before its deadline).
   virtual void OnDropped(absl::StatusCode code) = 0;
+  // After the last request of a batch was answered: its host and engine times. `pack`: cutting it
+  // out of the queue and packing its tokens; `run`: the engine's Run; `deliver`: from the end of
+  // Run to the last `done` of the batch returning (scattering, bookkeeping, callbacks, and any wait
+  // for a host thread). While `pack` and `deliver` stay within `run`, they hide behind the engine.
+  virtual void OnBatchStages(absl::Duration pack, absl::Duration run, absl::Duration deliver) = 0;
 };
 
 struct BatchSchedulerOptions {
@@ -111,15 +135,18 @@ struct BatchSchedulerOptions {
   // none, so the deadline checks start with the first batch. Batches then refine it. For tests,
   // and for a deployment that knows its engine's speed.
   double initial_seconds_per_token = 0;
+  // Host threads that pack batches and answer requests beside the engine runners; 0: two per
+  // engine. Tests set it to pin the order of answers.
+  int host_threads = 0;
   RunOptions run_options;  // Pooling mode; `outputs` is replaced per batch; normalize is false.
 };
 
 class BatchScheduler {
  public:
-  // Starts one worker thread per engine. Engines must serve the same model; none may be null.
-  // INVALID_ARGUMENT for bad options (non-positive budgets, negative delay or admission limits, a
-  // negative or non-finite initial estimate, no engines, a null engine, engines whose label count
-  // or hidden size differ).
+  // Starts one runner thread per engine and the host threads. Engines must serve the same model;
+  // none may be null. INVALID_ARGUMENT for bad options (non-positive budgets, negative delay,
+  // admission limits or host threads, a negative or non-finite initial estimate, no engines, a null
+  // engine, engines whose label count or hidden size differ).
   static absl::StatusOr<std::unique_ptr<BatchScheduler>> Create(
       std::vector<std::unique_ptr<Engine>> engines, const BatchSchedulerOptions& options,
       std::shared_ptr<BatchObserver> observer = nullptr);
@@ -149,15 +176,18 @@ class BatchScheduler {
   // failing the batch it would share with others.
   absl::Status Submit(InferenceRequest request);
 
-  // Stops accepting, lets the workers finish every queued request, joins them. Idempotent.
+  // Stops accepting, lets the engines finish every queued request, waits for every answer, joins
+  // the threads. Idempotent.
   void Shutdown();
 
   // For a drain whose grace period is over: stops accepting (Submit answers UNAVAILABLE, as after
   // Shutdown) and answers every queued request with `status` on the calling thread, never
-  // computing it. Batches already on an engine run to their end: a request wholly in them is
-  // answered as usual, a split one whose rest was queued gets `status` when they end. Requests
-  // whose deadline passed or that were cancelled keep that answer. Returns how many requests get
-  // `status`. Shutdown still joins the workers, once their batches end.
+  // computing it. A request cut into a batch that has not started yet gets `status` too, never
+  // computed, answered when its engine takes that batch up (after the batch it runs). Batches
+  // already on an engine run to their end: a request wholly in them is answered as usual, a split
+  // one whose rest was queued gets `status` when they end. Requests whose deadline passed or that
+  // were cancelled keep that answer. Returns how many requests get `status`. Shutdown still joins
+  // the threads, once their batches end.
   int AbortQueued(const absl::Status& status);
 
   struct QueueStats {

@@ -16,7 +16,29 @@ bool IsCancelled(const InferenceRequest& request) {
   return request.cancelled != nullptr && request.cancelled->load(std::memory_order_acquire);
 }
 
-// DEADLINE_EXCEEDED or CANCELLED when the request must not be computed (further); OK otherwise.
+// DEADLINE_EXCEEDED when, by the estimate of `seconds_per_token` (0: none), a batch of
+// `batch_tokens` tokens started at `start` ends after the request's deadline: computing it would
+// only produce an answer its caller no longer waits for, in the time of requests that can still be
+// served.
+absl::Status LateStatus(const PendingRequest& pending, absl::Time now, absl::Time start,
+                        int batch_tokens, double seconds_per_token) {
+  const absl::Time deadline = pending.request.deadline;
+  if (seconds_per_token <= 0 || deadline == absl::InfiniteFuture()) return absl::OkStatus();
+  const absl::Duration batch_time = absl::Seconds(seconds_per_token * batch_tokens);
+  if (start + batch_time <= deadline) return absl::OkStatus();
+  const auto millis = [](absl::Duration duration) {
+    return absl::FormatDuration(absl::Trunc(duration, absl::Milliseconds(1)));
+  };
+  return absl::DeadlineExceededError(absl::StrCat(
+      "the request cannot be answered before its deadline (", millis(deadline - now),
+      " left, its batch of ", batch_tokens, " tokens takes about ", millis(batch_time),
+      start > now ? absl::StrCat(" after the ", millis(start - now), " its engine is still busy")
+                  : "",
+      ")"));
+}
+
+}  // namespace
+
 // The deadline is checked first: when it passes, gRPC also cancels the call on the server (which
 // sets the cancellation flag), and the request must still count as DEADLINE_EXCEEDED.
 absl::Status DropStatus(const PendingRequest& pending, absl::Time now) {
@@ -29,25 +51,6 @@ absl::Status DropStatus(const PendingRequest& pending, absl::Time now) {
   }
   return absl::OkStatus();
 }
-
-// DEADLINE_EXCEEDED when, by the estimate of `seconds_per_token` (0: none), a batch of
-// `batch_tokens` tokens started `now` ends after the request's deadline: computing it would only
-// produce an answer its caller no longer waits for, in the time of requests that can still be
-// served.
-absl::Status LateStatus(const PendingRequest& pending, absl::Time now, int batch_tokens,
-                        double seconds_per_token) {
-  const absl::Time deadline = pending.request.deadline;
-  if (seconds_per_token <= 0 || deadline == absl::InfiniteFuture()) return absl::OkStatus();
-  const absl::Duration batch_time = absl::Seconds(seconds_per_token * batch_tokens);
-  if (now + batch_time <= deadline) return absl::OkStatus();
-  return absl::DeadlineExceededError(
-      absl::StrCat("the request cannot be answered before its deadline (",
-                   absl::FormatDuration(absl::Trunc(deadline - now, absl::Milliseconds(1))),
-                   " left, its batch of ", batch_tokens, " tokens takes about ",
-                   absl::FormatDuration(absl::Trunc(batch_time, absl::Milliseconds(1))), ")"));
-}
-
-}  // namespace
 
 RequestQueue::RequestQueue(int max_batch_tokens, int max_batch_sequences)
     : max_batch_tokens_(max_batch_tokens), max_batch_sequences_(max_batch_sequences) {}
@@ -78,7 +81,7 @@ void RequestQueue::PopFront(Fifo& fifo) {
   fifo.pop_front();
 }
 
-TakenBatch RequestQueue::TakeBatch(absl::Time now, double seconds_per_token) {
+TakenBatch RequestQueue::TakeBatch(absl::Time now, absl::Time start, double seconds_per_token) {
   TakenBatch batch;
   for (int level = kPriorityLevels - 1; level >= 0; --level) {
     Fifo& fifo = levels_[level];
@@ -96,7 +99,7 @@ TakenBatch RequestQueue::TakeBatch(absl::Time now, double seconds_per_token) {
       }
       absl::Status drop = DropStatus(*head, now);
       if (drop.ok() && fitting > 0) {
-        drop = LateStatus(*head, now, batch.tokens + fitting_tokens, seconds_per_token);
+        drop = LateStatus(*head, now, start, batch.tokens + fitting_tokens, seconds_per_token);
       }
       if (!drop.ok()) {
         PopFront(fifo);
@@ -107,7 +110,7 @@ TakenBatch RequestQueue::TakeBatch(absl::Time now, double seconds_per_token) {
       }
       // Nothing of it fits: it keeps its place, first in the next batch.
       if (fitting == 0) return batch;
-      BatchPart part{head, head->next_sequence, fitting};
+      BatchPart part{head, head->next_sequence, fitting, fitting_tokens};
       batch.tokens += fitting_tokens;
       batch.sequences += fitting;
       tokens_ -= fitting_tokens;

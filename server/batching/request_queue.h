@@ -46,6 +46,7 @@ struct BatchPart {
   std::shared_ptr<PendingRequest> request;
   int first_sequence = 0;
   int num_sequences = 0;
+  int tokens = 0;  // Sum of those sequences' lengths.
 };
 
 struct TakenBatch {
@@ -57,6 +58,11 @@ struct TakenBatch {
   std::vector<std::shared_ptr<PendingRequest>> dropped;
 };
 
+// DEADLINE_EXCEEDED when the request's deadline is at or before `now`, CANCELLED when its
+// cancellation flag is set, OK otherwise: what TakeBatch drops a request for, and what the
+// scheduler checks again when a batch cut ahead of its engine starts.
+absl::Status DropStatus(const PendingRequest& pending, absl::Time now);
+
 class RequestQueue {
  public:
   RequestQueue(int max_batch_tokens, int max_batch_sequences);
@@ -66,11 +72,13 @@ class RequestQueue {
   // Cuts the next batch. Requests met at the head whose deadline is at or before `now`, or whose
   // cancellation flag is set, are removed instead (DEADLINE_EXCEEDED / CANCELLED in their status),
   // and so are those that would end after their deadline even in this batch: the batch up to and
-  // including their part, at `seconds_per_token` engine seconds per token, started `now` (0: no
-  // estimate, no such check). Those with parts still in flight are answered by whoever finishes
-  // the last part. A request of which only a part fits goes to the back of its level with its
-  // rest, and the batch ends there; one of which nothing fits keeps its place and ends the batch.
-  TakenBatch TakeBatch(absl::Time now, double seconds_per_token);
+  // including their part, at `seconds_per_token` engine seconds per token, started at `start` (at
+  // or after `now`: a batch cut while its engine still runs another starts when that one ends; 0
+  // seconds per token: no estimate, no such check). Those with parts still in flight are answered
+  // by whoever finishes the last part. A request of which only a part fits goes to the back of its
+  // level with its rest, and the batch ends there; one of which nothing fits keeps its place and
+  // ends the batch.
+  TakenBatch TakeBatch(absl::Time now, absl::Time start, double seconds_per_token);
 
   // Removes whatever is still queued of `request` (after one of its parts failed), wherever it is
   // in its level. O(queued requests of its level).

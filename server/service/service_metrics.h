@@ -49,6 +49,7 @@ class ServiceMetrics {
   metrics::Family<metrics::Histogram>* queue_duration_ = nullptr;
   metrics::Family<metrics::Histogram>* inference_duration_ = nullptr;
   metrics::Family<metrics::Histogram>* batch_duration_ = nullptr;
+  metrics::Family<metrics::Histogram>* batch_stage_ = nullptr;
   metrics::Family<metrics::Histogram>* batch_sequences_ = nullptr;
   metrics::Family<metrics::Histogram>* batch_tokens_ = nullptr;
   metrics::Family<metrics::Gauge>* queue_requests_ = nullptr;

@@ -119,7 +119,7 @@ class EngineLog {
   std::vector<RecordedBatch> batches_;
 };
 
-// Holds an engine inside Run (keeping its worker busy) until opened.
+// Holds an engine inside Run (keeping its runner busy) until opened, or lets single runs through.
 class Gate {
  public:
   explicit Gate(bool open) : open_(open) {}
@@ -130,15 +130,25 @@ class Gate {
     }
     opened_.notify_all();
   }
+  // Lets `runs` more runs through a closed gate.
+  void Allow(int runs) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      permits_ += runs;
+    }
+    opened_.notify_all();
+  }
   void Wait() {
     std::unique_lock<std::mutex> lock(mutex_);
-    opened_.wait(lock, [&] { return open_; });
+    opened_.wait(lock, [&] { return open_ || permits_ > 0; });
+    if (!open_) --permits_;
   }
 
  private:
   std::mutex mutex_;
   std::condition_variable opened_;
   bool open_;
+  int permits_ = 0;
 };
 
 struct FakeEngineOptions {
@@ -306,10 +316,24 @@ class RecordingObserver : public BatchObserver {
     last_depth_ = {requests, sequences, tokens};
     max_requests_ = std::max(max_requests_, requests);
     ++depth_reports_;
+    depth_changed_.notify_all();
+  }
+  // Until the last reported depth is `requests` requests; false if that never happens.
+  bool WaitForQueuedRequests(int requests) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return depth_changed_.wait_for(
+        lock, kHangGuard, [&] { return !last_depth_.empty() && last_depth_[0] == requests; });
   }
   void OnDropped(absl::StatusCode code) override {
     std::lock_guard<std::mutex> lock(mutex_);
     dropped_.push_back(code);
+  }
+  void OnBatchStages(absl::Duration pack, absl::Duration run, absl::Duration deliver) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    EXPECT_GE(pack, absl::ZeroDuration());
+    EXPECT_GE(run, absl::ZeroDuration());
+    EXPECT_GE(deliver, absl::ZeroDuration());
+    ++staged_batches_;
   }
 
   std::vector<Batch> batches() const {
@@ -332,6 +356,10 @@ class RecordingObserver : public BatchObserver {
     std::lock_guard<std::mutex> lock(mutex_);
     return dropped_;
   }
+  int staged_batches() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return staged_batches_;
+  }
 
  private:
   mutable std::mutex mutex_;
@@ -340,6 +368,8 @@ class RecordingObserver : public BatchObserver {
   int max_requests_ = 0;
   int depth_reports_ = 0;
   std::vector<absl::StatusCode> dropped_;
+  int staged_batches_ = 0;
+  std::condition_variable depth_changed_;
 };
 
 // A sequence whose first token is `tag` (unique per test, so a batch's sequences can be traced back
@@ -538,6 +568,9 @@ TEST(BatchSchedulerTest, CreateRejectsBadOptions) {
   BatchSchedulerOptions negative_estimate = good;
   negative_estimate.initial_seconds_per_token = -1;
   EXPECT_EQ(code(make_engines(1), negative_estimate), absl::StatusCode::kInvalidArgument);
+  BatchSchedulerOptions negative_threads = good;
+  negative_threads.host_threads = -1;
+  EXPECT_EQ(code(make_engines(1), negative_threads), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(BatchSchedulerTest, SubmitRejectsInvalidRequestsWithoutCallingDone) {
@@ -785,7 +818,8 @@ TEST(BatchSchedulerTest, SplitsARequestLargerThanTheTokenBudget) {
 // One large request does not hold up the requests queued behind it until all of its parts are
 // done: they get into the batch after its first part, and are answered before it.
 TEST(BatchSchedulerTest, SplitRequestTakesTurnsWithTheRequestsBehindIt) {
-  const BatchSchedulerOptions options = Budget(8, 8);
+  BatchSchedulerOptions options = Budget(8, 8);
+  options.host_threads = 1;  // One host thread answers in batch order.
   Harness harness(options, 1, /*gated=*/true);
   harness.OccupyEngine(0, 1);
   std::vector<SequenceInput> large;
@@ -1408,6 +1442,218 @@ TEST(BatchSchedulerTest, ObserverSeesBatchesAndQueueDepth) {
   EXPECT_EQ(observed[1].tokens, 12);
   EXPECT_EQ(observed[1].code, absl::StatusCode::kOk);
   EXPECT_TRUE(observer->dropped().empty());
+  EXPECT_EQ(observer->staged_batches(), 2);  // Reported once each batch was answered.
+}
+
+// The pipeline: when the engine starts a batch and a full batch is queued, the next batch is cut
+// (and packed, on a host thread when it is large, as here) while the engine runs, so that the
+// engine does not wait for host work. The queue empties while the engine is held inside Run, and a
+// request submitted after that cut waits for the batch after it.
+TEST(BatchSchedulerTest, NextBatchIsCutWhileTheEngineRuns) {
+  auto observer = std::make_shared<RecordingObserver>();
+  Harness harness(Budget(8192, 8), 1, /*gated=*/true, observer);
+  harness.OccupyEngine(0, 1);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 8192)})).ok());  // A full batch.
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 4096, true)})).ok());
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 4096)})).ok());
+  EXPECT_EQ(harness.scheduler().Stats().requests, 3);
+  harness.gate().Allow(1);  // Batch 0 ends; batch 1 (request 1) starts and is held.
+  ASSERT_TRUE(harness.log().WaitForBatches(2));
+  // Requests 2 and 3 leave the queue while batch 1 is still inside Run.
+  ASSERT_TRUE(observer->WaitForQueuedRequests(0)) << "the next batch was not cut during the run";
+  EXPECT_EQ(harness.scheduler().Stats().requests, 0);
+  EXPECT_EQ(harness.log().Batches().size(), 2u);
+  ASSERT_TRUE(harness.Submit(4, MakeRequest({TaggedSequence(41, 3)})).ok());
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(5));
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 4u);
+  EXPECT_EQ(Tags(batches[1].batch), (std::vector<int32_t>{11}));
+  EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{21, 31}));
+  ExpectWellFormed(batches[2].batch, harness.scheduler().options());
+  EXPECT_EQ(Tags(batches[3].batch), (std::vector<int32_t>{41}));
+  for (int id = 0; id <= 4; ++id) harness.ExpectCorrectAnswer(id);
+}
+
+// A batch that is not full is not cut ahead: requests arriving while the engine runs still join
+// it, as without the pipeline.
+TEST(BatchSchedulerTest, BatchThatIsNotFullIsNotCutAhead) {
+  Harness harness(Budget(64, 8), 1, /*gated=*/true);
+  harness.OccupyEngine(0, 1);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 3)})).ok());
+  harness.gate().Allow(1);  // Batch 0 ends; batch 1 (request 1) starts and is held.
+  ASSERT_TRUE(harness.log().WaitForBatches(2));
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 3)})).ok());
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 3)})).ok());
+  EXPECT_EQ(harness.scheduler().Stats().requests, 2);
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(4));
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{21, 31}));
+  for (int id = 0; id <= 3; ++id) harness.ExpectCorrectAnswer(id);
+}
+
+// A request cancelled after the batch holding it was cut, before that batch starts, is still
+// never computed: the batch drops it when it starts.
+TEST(BatchSchedulerTest, CancelledAfterItsBatchWasCutIsNotComputed) {
+  auto observer = std::make_shared<RecordingObserver>();
+  Harness harness(Budget(16, 8), 1, /*gated=*/true, observer);
+  harness.OccupyEngine(0, 1);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 16)})).ok());
+  auto flag = std::make_shared<CancellationFlag>(false);
+  InferenceRequest cancelled = MakeRequest({TaggedSequence(21, 3)});
+  cancelled.cancelled = flag;
+  ASSERT_TRUE(harness.Submit(2, std::move(cancelled)).ok());
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({TaggedSequence(31, 13)})).ok());
+  harness.gate().Allow(1);
+  ASSERT_TRUE(harness.log().WaitForBatches(2));
+  ASSERT_TRUE(observer->WaitForQueuedRequests(0));  // Requests 2 and 3, a full batch, are cut.
+  flag->store(true);
+  harness.gate().Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(4));
+  harness.scheduler().Shutdown();
+  harness.ExpectAnswerCode(2, absl::StatusCode::kCancelled);
+  for (int id : {0, 1, 3}) harness.ExpectCorrectAnswer(id);
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(Tags(batches[2].batch), (std::vector<int32_t>{31}));
+  EXPECT_EQ(observer->dropped(), (std::vector<absl::StatusCode>{absl::StatusCode::kCancelled}));
+}
+
+// Answers are delivered off the engine's runner: a `done` that blocks does not keep the engine
+// from running the next batch, nor the next batch's requests from being answered.
+TEST(BatchSchedulerTest, BlockedCallbackDoesNotStopTheEngine) {
+  BatchSchedulerOptions options = Budget(64, 8);
+  options.host_threads = 2;  // One is blocked below.
+  Harness harness(options, 1);
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool entered = false;
+  bool released = false;
+  InferenceRequest blocking = MakeRequest({TaggedSequence(11, 3)});
+  harness.Remember(1, blocking);
+  auto record = harness.answers().Callback(1);
+  blocking.done = [&, record = std::move(record)](absl::StatusOr<InferenceResult> result) mutable {
+    std::unique_lock<std::mutex> lock(mutex);
+    entered = true;
+    changed.notify_all();
+    changed.wait(lock, [&] { return released; });
+    record(std::move(result));
+  };
+  ASSERT_TRUE(harness.scheduler().Submit(std::move(blocking)).ok());
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    ASSERT_TRUE(changed.wait_for(lock, kHangGuard, [&] { return entered; }));
+  }
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 3)})).ok());
+  const bool answered = harness.answers().WaitForCalls(1);
+  const int blocked_calls = harness.answers().calls(1);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    released = true;
+  }
+  changed.notify_all();
+  ASSERT_TRUE(answered) << "a blocked callback held up the engine";
+  EXPECT_EQ(blocked_calls, 0);
+  harness.ExpectCorrectAnswer(2);
+  ASSERT_TRUE(harness.answers().WaitForCalls(2));
+  harness.ExpectCorrectAnswer(1);
+}
+
+// An engine that fails for good while it holds a batch cut ahead hands that batch to a healthy
+// engine, which computes it.
+TEST(BatchSchedulerTest, RetiringEngineHandsItsNextBatchToAHealthyOne) {
+  FakeEngineOptions engine_options;
+  engine_options.failure_is_fatal = true;
+  Harness harness(Budget(64, 1), 2, /*gated=*/true, nullptr, engine_options);
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 2)})).ok());
+  ASSERT_TRUE(harness.log().WaitForBatches(1));
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({TaggedSequence(21, 2)})).ok());
+  ASSERT_TRUE(harness.log().WaitForBatches(2));
+  // Both engines are busy; these two wait.
+  ASSERT_TRUE(harness.Submit(3, MakeRequest({PoisonedSequence(31, 3)})).ok());
+  ASSERT_TRUE(harness.Submit(4, MakeRequest({TaggedSequence(41, 2)})).ok());
+  const int dying = harness.log().Batches()[0].engine;
+  // The dying engine ends request 1, takes request 3 and, the other engine being busy, cuts
+  // request 4 ahead; request 3 kills it.
+  harness.gate(dying).Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(2));
+  harness.ExpectCorrectAnswer(1);
+  harness.ExpectAnswerCode(3, absl::StatusCode::kInternal);
+  EXPECT_EQ(harness.scheduler().Stats().requests, 0) << "request 4 was not cut ahead";
+  EXPECT_EQ(harness.answers().calls(4), 0);
+  harness.gate(1 - dying).Open();
+  ASSERT_TRUE(harness.answers().WaitForCalls(4));
+  harness.ExpectCorrectAnswer(2);
+  harness.ExpectCorrectAnswer(4);
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 4u);
+  EXPECT_EQ(Tags(batches[3].batch), (std::vector<int32_t>{41}));
+  EXPECT_EQ(batches[3].engine, 1 - dying);
+}
+
+// Submits, cancellations, AbortQueued and Shutdown race; whatever wins, every accepted request is
+// answered exactly once and nothing else is.
+TEST(BatchSchedulerTest, StressEveryAcceptedRequestAnsweredOnceUnderAbortAndShutdown) {
+  constexpr int kThreads = 6;
+  constexpr int kRequestsPerThread = 200;
+  for (int round = 0; round < 4; ++round) {
+    SCOPED_TRACE(round);
+    BatchSchedulerOptions options = Budget(48, 4);
+    options.max_queued_requests = 0;
+    Harness harness(options, 2);
+    std::vector<std::thread> threads;
+    std::vector<std::vector<int>> accepted(kThreads);
+    std::vector<std::shared_ptr<CancellationFlag>> flags(kThreads * kRequestsPerThread);
+    // Built up front: Harness::Remember is not thread-safe.
+    std::vector<InferenceRequest> requests;
+    std::mt19937 shapes(static_cast<uint32_t>(round));
+    for (int id = 0; id < kThreads * kRequestsPerThread; ++id) {
+      flags[id] = std::make_shared<CancellationFlag>(false);
+      std::vector<SequenceInput> inputs;
+      const int sequences = std::uniform_int_distribution<int>(1, 6)(shapes);
+      for (int s = 0; s < sequences; ++s) {
+        inputs.push_back(TaggedSequence(id + 1, std::uniform_int_distribution<int>(1, 20)(shapes)));
+      }
+      requests.push_back(MakeRequest(std::move(inputs)));
+      requests.back().cancelled = flags[id];
+      harness.Remember(id, requests.back());
+    }
+    std::atomic<int> submitted{0};
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 random(static_cast<uint32_t>(round * 100 + t));
+        for (int i = 0; i < kRequestsPerThread; ++i) {
+          const int id = t * kRequestsPerThread + i;
+          if (harness.SubmitRemembered(id, std::move(requests[id])).ok()) accepted[t].push_back(id);
+          submitted.fetch_add(1);
+          // Cancel an earlier request of this thread, whatever stage it is in.
+          if (i >= 3 && random() % 4 == 0) flags[id - 3]->store(true);
+        }
+      });
+    }
+    threads.emplace_back([&] {
+      while (submitted.load() < kThreads * kRequestsPerThread / 2) std::this_thread::yield();
+      if (round % 2 == 0) {
+        harness.scheduler().AbortQueued(absl::UnavailableError("draining"));
+      } else {
+        harness.scheduler().Shutdown();
+      }
+    });
+    for (std::thread& thread : threads) thread.join();
+    harness.scheduler().Shutdown();
+    int total = 0;
+    for (const std::vector<int>& ids : accepted) {
+      for (int id : ids) {
+        EXPECT_EQ(harness.answers().calls(id), 1) << "request " << id;
+        const absl::StatusOr<InferenceResult> result = harness.answers().result(id);
+        if (result.ok()) harness.ExpectCorrectAnswer(id);
+      }
+      total += static_cast<int>(ids.size());
+    }
+    EXPECT_EQ(harness.answers().total_calls(), total);
+  }
 }
 
 // Many threads submit random requests (sizes, priorities, outputs, some cancelled, some that make
