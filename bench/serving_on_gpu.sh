@@ -10,16 +10,19 @@
 #              and KServe ModelInfer against the same server
 # Several server binaries (e.g. before and after a change) run the same sections in one call:
 # --server=LABEL=PATH, repeated. Reports land in $OUT (default /tmp/out); serving_results.py
-# joins them into the results of record (bench/results/h200-serving.json, h200-protocols.json).
+# joins them into the results of record (bench/results/<gpu>-serving.json, <gpu>-protocols.json,
+# <gpu> being h200 or h100).
 #
 # Build machine: scripts/collect-runtime.sh .carry build/bin/{dflash-server,dflash-cli,\
 #   dflash-loadtest,dflash-bench-engine,dflash-make-demo-model} build/lib/libdflash_sentencepiece_shim.so
 #   and cp build/demo-model/spm.model .carry/   (docs/gpu.md: strip, pack, carry)
 # Usage (GPU host): bash bench/serving_on_gpu.sh [--server=LABEL=PATH ...] [--sections=LIST]
 #   sections: engine,serving,protocols (default all). Environment: SECONDS_PER_RUN (8),
-#   SERVER_CORES (0-11), LOAD_CORES (12-15), BACKEND (cuda; null for a smoke run without a GPU)
+#   SERVER_CORES (0-11), LOAD_CORES (12-15), BACKEND (cuda; null for a smoke run without a GPU),
+#   POISSON_FRACTIONS (the open-loop rates as fractions of the best closed-loop rate;
+#   default "0.5 0.7 0.8 0.9 1.0 1.1")
 set -uo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,20p "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,22p "$0"; exit 0; fi
 servers=(); sections=engine,serving,protocols
 for arg in "$@"; do
   case "$arg" in
@@ -106,7 +109,7 @@ YAML
       load "$label" "c$c" --target=127.0.0.1:$port --mode=closed --concurrency=$c --channels=8
     done
     best=$(python3 -c "import json,sys; print(max(json.load(open(f'$out/$label-c{c}.json'))['measured']['ok_rate_per_s'] for c in (256, 512)))")
-    for fraction in 0.5 0.7 0.8 0.9 1.0 1.1; do
+    for fraction in ${POISSON_FRACTIONS:-0.5 0.7 0.8 0.9 1.0 1.1}; do
       rate=$(python3 -c "print(round($best * $fraction))")
       load "$label" "poisson-$rate" --target=127.0.0.1:$port --mode=poisson --rate="$rate" \
         --channels=8 --max_in_flight=20000
@@ -128,6 +131,6 @@ gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)
 python3 bench/serving_results.py --dir "$out" --gpu "${gpu:-none}" --server-cores "$server_cores" \
   --load-cores "$load_cores" --command "bash bench/serving_on_gpu.sh $*"
 # Everything but the results of record travels back as one archive ($OUT returns few files).
-(cd "$out" && tar -czf /tmp/serving_reports.tgz --exclude='h200-*.json' . && \
-  find . -maxdepth 1 -type f ! -name 'h200-*.json' -delete && mv /tmp/serving_reports.tgz .)
+(cd "$out" && tar -czf /tmp/serving_reports.tgz --exclude='*-serving.json' --exclude='*-protocols.json' . && \
+  find . -maxdepth 1 -type f ! -name '*-serving.json' ! -name '*-protocols.json' -delete && mv /tmp/serving_reports.tgz .)
 echo "results: $out"

@@ -4,10 +4,12 @@
     python3 bench/serving_results.py --dir OUT --gpu NAME --server-cores 0-11 --load-cores 12-15 \
         --command "..."
 
-Writes DIR/h200-serving.json (per server binary: the engine's offline tokens/s, the concurrency-1
+Writes DIR/<gpu>-serving.json (per server binary: the engine's offline tokens/s, the concurrency-1
 p50, closed-loop throughput, the Poisson sweep and the highest rate whose p99 <= 50 ms with no
 errors and the schedule kept, with served_over_engine and the server's CPU microseconds per call)
-and DIR/h200-protocols.json (the MNLI mix through dflash.v1, HTTP and KServe at one load).
+and DIR/<gpu>-protocols.json (the MNLI mix through dflash.v1, HTTP and KServe at one load), where
+<gpu> is h200, h100 or gpu after the --gpu name. The engine's offline tokens/s is its best over the
+batch budgets dflash-bench-engine timed.
 """
 import argparse
 import datetime
@@ -56,8 +58,14 @@ def engine_tokens_per_s(directory):
     path = os.path.join(directory, "engine.json")
     if not os.path.exists(path):
         return None
-    mnli = read_json(path)["mnli_like"]
-    return round(mnli["tokens"] / mnli["ours_s"])
+    return round(max(read_json(path)["tokens_per_s"].values()))
+
+
+def file_prefix(gpu):
+    for name in ("H200", "H100"):
+        if name in gpu:
+            return name.lower()
+    return "gpu"
 
 
 def main():
@@ -112,8 +120,10 @@ def main():
                         proto[name]["over_dflash"] = round(
                             proto[name]["ok_per_s"] / proto["dflash"]["ok_per_s"], 3)
             protocols["servers"][label] = proto
-    for name, result in (("h200-serving.json", serving), ("h200-protocols.json", protocols)):
-        if result["servers"] or (name == "h200-serving.json" and engine):
+    prefix = file_prefix(args.gpu)
+    for kind, result in (("serving", serving), ("protocols", protocols)):
+        name = f"{prefix}-{kind}.json"
+        if result["servers"] or (kind == "serving" and engine):
             with open(os.path.join(args.dir, name), "w") as f:
                 json.dump(result, f, indent=2)
                 f.write("\n")
