@@ -6,12 +6,12 @@
 // its outer side instead of 8 + 8), and a band tile costs about 2.6 saturated ones (HISTORY.md
 // v9.6). In linear order the last CTAs to start are a mix of heavy and light blocks, and the SMs
 // that drew heavy ones finish last. So the CTAs of the last (head, sequence) groups, about three
-// quarters of a wave of resident CTAs (the launch's choice, LaunchHalf), run rank-major instead:
-// rank r of every such group before rank r + 1, and rank r is the r-th block counted from the
-// sequence's middle outward, the heaviest first (longest-processing-time order). Only the tail is
-// reordered: the groups before it keep their blocks together in time, which keeps each sequence's K
-// / V rows in L2 while its blocks read them (the whole batch's K and V, 50 MB at 16k tokens x 768,
-// is L2's size).
+// quarters of a wave of resident CTAs (the launch's choice: kAttentionVariants' tail_ctas_per_sm),
+// run rank-major instead: rank r of every such group before rank r + 1, and rank r is the r-th
+// block counted from the sequence's middle outward, the heaviest first (longest-processing-time
+// order). Only the tail is reordered: the groups before it keep their blocks together in time,
+// which keeps each sequence's K / V rows in L2 while its blocks read them (the whole batch's K and
+// V, 50 MB at 16k tokens x 768, is L2's size).
 #pragma once
 
 #ifndef DFLASH_HOST_DEVICE

@@ -41,7 +41,9 @@
 #include <type_traits>
 
 #include "kernels/attention/attention_block_order.h"
+#include "kernels/attention/attention_computed_windows.cuh"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/attention_traits.h"
 #include "kernels/attention/attention_warp_tiles.cuh"
 #include "kernels/attention/attention_wgmma_tiles.cuh"
 #include "kernels/attention/mma_sm80.h"
@@ -59,105 +61,6 @@ namespace dflash::kernels {
 // (a stale maximum leaves the largest P rounded where the eager form gives it exactly 1; HISTORY.md
 // v9.10).
 inline constexpr float kLazyRescaleLog2 = 0.0f;
-
-// kWgmma_: Q K^T and P V by sm_90a warpgroup MMAs (wgmma_sm90.h) over 128-byte-swizzled dense Q,
-// K, V tiles, in place of mma.sync over padded ones; d = 64 only (tables or computed windows).
-// Element_ float: the float32 table kernel, mma.sync m16n8k8 (attention_warp_tiles.cuh's *Tf32),
-// float tiles, windows and tables: 1xTF32 with AttentionProblem::allow_tf32, else (kSplitTf32_,
-// strict float32) 3xTF32, each operand split into two TF32 parts and three MMAs per product.
-template <int kHeadDim_, typename Element_, bool kWgmma_ = false, bool kSplitTf32_ = false>
-struct AttentionTraits {
-  using Element = Element_;
-  static constexpr int kHeadDim = kHeadDim_;
-  static constexpr bool kWgmma = kWgmma_;
-  static constexpr bool kTf32 = std::is_same_v<Element, float>;
-  static constexpr bool kSplitTf32 = kSplitTf32_;
-  static_assert(!kSplitTf32 || kTf32, "3xTF32 splits float32 operands");
-  // Elements per 16-byte chunk (cp.async, ldmatrix row).
-  static constexpr int kChunkElements = 16 / static_cast<int>(sizeof(Element));
-  static constexpr int kBlockM = 64;
-  static constexpr int kBlockN = 64;
-  static constexpr int kWarps = 4;
-  static constexpr int kThreads = 32 * kWarps;
-  // Resident CTAs per SM the register budget is capped for. Shared memory allows three at
-  // d <= 64, which needs <= 168 registers: the table kernel gets there uncapped (168 at d = 64
-  // with CUDA 13.0, the warpgroup one 153; capping it at 168 made ptxas spill), the
-  // computed-window kernels (mma.sync ~210 uncapped; warpgroup 142) are capped, without spills.
-  // The warpgroup computed-window kernel is also built for four CTAs per SM (kMinBlocks 4: 128
-  // registers with its window halves issued one after the other, kValuesInC2P's layout).
-  static constexpr int kMinBlocksPerSm = 2;
-  static constexpr int kMinBlocksPerSmComputed = kHeadDim <= 64 ? 3 : 2;
-  // TF32: float tiles and windows take 127 KB at d = 64, one CTA per SM; registers uncapped.
-  static constexpr int kMinBlocksPerSmTf32 = 1;
-  // Elements per shared-memory row of Q, K, V: padded by one chunk for ldmatrix (rows 16 bytes
-  // apart in bank terms), dense and swizzled for wgmma.
-  static constexpr int kRowStride = kWgmma ? kHeadDim : kHeadDim + kChunkElements;
-  static constexpr int kTileElements = kBlockM * kRowStride;
-  static constexpr int kWindowElements = kBlockM * kSlotWindow;
-  // The computed-window mode (d <= 64) stages PosK / PosQ rows [kComputedWindow, d] where the
-  // C2P / P2C windows later go: each bias region holds either.
-  static constexpr bool kCanComputeWindows = kHeadDim <= 64 && !kTf32;
-  static constexpr int kPositionWindowElements = kComputedWindow * kRowStride;
-  static constexpr int kBiasRegionElements =
-      kCanComputeWindows && kPositionWindowElements > kWindowElements ? kPositionWindowElements
-                                                                      : kWindowElements;
-  // Q, K, V tiles; the C2P and P2C windows; the saturated column terms and the two row terms per
-  // query row (float); the slot table. The mma.sync kernels' K and V are not double-buffered:
-  // measured on the H200, the extra 36 KB cost a resident CTA per SM and ran 1.35x slower at
-  // L = 8192 than waiting for each tile with three CTAs per SM.
-  // With key groups (below), each group of kWarps warps has its own K, V, bias regions and
-  // column terms; Q, the row terms and the slot table are shared.
-  // The warpgroup kernels load Q, K and V by TMA and keep two V buffers: V(n + 1) is requested
-  // with K(n + 1), while tile n still reads V(n) (8.5 KB more with the slot table's margins:
-  // 73.5 KB, still three CTAs per SM).
-  static constexpr int kValueBuffers = kWgmma ? 2 : 1;
-  static constexpr int kQBytes = kTileElements * static_cast<int>(sizeof(Element));
-  static constexpr int kGroupBytes =
-      ((1 + kValueBuffers) * kTileElements + 2 * kBiasRegionElements) *
-          static_cast<int>(sizeof(Element)) +
-      kBlockN * static_cast<int>(sizeof(float));
-  // The warpgroup kernels' mbarriers (first: 8-byte aligned): Q, K with the tile's windows or
-  // PosK / PosQ rows, and one per V buffer; the two row terms per query row, the saturated slots'
-  // PosK / PosQ rows of the warpgroup computed-window kernel (PosK[slot_hi], PosK[slot_lo],
-  // PosQ[slot_hi], PosQ[slot_lo]), the slot table.
-  static constexpr int kBarrierBytes = 32;
-  static constexpr int kSaturatedPositionBytes =
-      kWgmma ? 4 * kHeadDim * static_cast<int>(sizeof(Element)) : 0;
-  // The shared slot table's entries past each end of [-band, band] (repeating the end slots): a
-  // band tile's deltas lie within band + kBlockM + kBlockN - 2 of the diagonal (it is not
-  // saturated, so its nearest delta is inside the band), and its per-element lookups then need
-  // no clamp.
-  static constexpr int kLutPad = kBlockM + kBlockN;
-  static constexpr int kCommonBytes =
-      kBarrierBytes + 2 * kBlockM * static_cast<int>(sizeof(float)) + kSaturatedPositionBytes +
-      (2 * kSharedLutBand + 1 + 2 * kLutPad) * static_cast<int>(sizeof(int16_t));
-  static constexpr int SharedBytes(int key_groups) {
-    return kQBytes + key_groups * kGroupBytes + kCommonBytes;
-  }
-  static constexpr int kSharedBytes = SharedBytes(1);
-  // The warpgroup computed-window kernel at four CTAs per SM (kMinBlocks 4): no V buffers of its
-  // own, V(n) goes to the C2P region once tile n's bias is read (57,122 bytes at d = 64: four CTAs
-  // and their 1 KB reservations fit the H100 / H200's 228 KB).
-  static constexpr bool ValuesInC2P(bool compute_windows, int min_blocks) {
-    return kWgmma && compute_windows && min_blocks == 4;
-  }
-  static constexpr int kValuesInC2PSharedBytes =
-      kSharedBytes - kValueBuffers * kTileElements * static_cast<int>(sizeof(Element));
-  static constexpr int kChunksPerRow = kHeadDim / kChunkElements;
-  static_assert(kBlockM == kBlockN, "tile loaders assume square tiles");
-  static_assert(kQBytes % 16 == 0 && kGroupBytes % 16 == 0,
-                "each group's tiles start 16-byte aligned (cp.async), column terms 8 (float2)");
-  static_assert(kHeadDim % 16 == 0, "head dim must be a multiple of 16");
-  static_assert(!kWgmma || (kHeadDim == 64 && !kTf32),
-                "wgmma tiles are 64 x 64 half-precision (one 128-byte swizzle row)");
-  static_assert(!kWgmma || kQBytes % 1024 == 0, "swizzled tiles start 1024-byte aligned");
-  static_assert(!kWgmma || (kQBytes % 128 == 0 && kTileElements * sizeof(Element) % 128 == 0 &&
-                            kBiasRegionElements * sizeof(Element) % 128 == 0),
-                "TMA windows start 128-byte aligned");
-  static_assert(!kWgmma || (kTileElements * sizeof(Element) % 1024 == 0 &&
-                            kBiasRegionElements * sizeof(Element) % 1024 == 0),
-                "staged PosK / PosQ rows (swizzled wgmma operands) start 1024-byte aligned");
-};
 
 // This thread's index in its group of kKeyGroups (DisentangledAttentionKernel), read from
 // threadIdx.x at each use: a value held for the whole kernel costs the register-capped
@@ -250,101 +153,6 @@ __device__ __forceinline__ void LoadPositionWindow(typename Traits::Element* til
   static_assert(!Traits::kWgmma, "padded rows: the mma.sync kernels");
   CopyRowsByChunks<Traits>(tile, base, row_stride, first_slot, rows, slots,
                            ThreadInGroup<Traits, kKeyGroups>(), Traits::kThreads);
-}
-
-// Columns 16 pair .. 16 pair + 15 of one warp's 16 rows of a computed bias window: window[r, s] =
-// A_r . Pos[s], with A [16, d] the warp's fragments `a` (k-steps of m16n8k16) or, with
-// kAFromShared, 16 padded shared rows at `a_rows` read fragment by fragment (fewer live
-// registers), and `pos` the pair's 16 padded shared Pos rows. Returned packed in the input dtype
-// in the m16n8 C layout of column tiles t = 2 pair, 2 pair + 1: packed[t][0] = (row group,
-// columns 8t + 2 quad, +1), packed[t][1] = row group + 8. fp32 accumulation, rounded once, as
-// the table GEMM does.
-template <typename Traits, bool kAFromShared, int kTiles>
-__device__ __forceinline__ void ComputeWindowPair(uint32_t (&packed)[kTiles][2], int pair,
-                                                  const uint32_t (&a)[Traits::kHeadDim / 16][4],
-                                                  const typename Traits::Element* a_rows,
-                                                  const typename Traits::Element* pos, int lane) {
-  using MmaOp = Mma<typename Traits::Element>;
-  float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-  for (int kk = 0; kk < Traits::kHeadDim / 16; ++kk) {
-    uint32_t a_kk[4];
-    if constexpr (kAFromShared) {
-      const int row = (lane % 8) + ((lane / 8) % 2) * 8;
-      const int column = kk * 16 + (lane / 16) * 8;
-      LdMatrixX4(a_kk, a_rows + row * Traits::kRowStride + column);
-    } else {
-      a_kk[0] = a[kk][0];
-      a_kk[1] = a[kk][1];
-      a_kk[2] = a[kk][2];
-      a_kk[3] = a[kk][3];
-    }
-    uint32_t b[4];
-    const int row = (lane % 8) + (lane / 16) * 8;
-    const int column = kk * 16 + ((lane / 8) % 2) * 8;
-    LdMatrixX4(b, pos + row * Traits::kRowStride + column);
-    MmaOp::Run(acc[0], a_kk, b[0], b[1]);
-    MmaOp::Run(acc[1], a_kk, b[2], b[3]);
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    packed[2 * pair + h][0] = MmaOp::Pack(acc[h][0], acc[h][1]);
-    packed[2 * pair + h][1] = MmaOp::Pack(acc[h][2], acc[h][3]);
-  }
-}
-
-// One warp's 16 rows of a computed bias window, columns s < 16 * pairs (<= kComputedWindow):
-// ComputeWindowPair over the staged [kComputedWindow, d] tile `pos`, packed[t] holding column
-// tile t.
-template <typename Traits, bool kAFromShared, bool kWhole>
-__device__ __forceinline__ void ComputeWindowRowsImpl(uint32_t (&packed)[kComputedWindow / 8][2],
-                                                      const uint32_t (&a)[Traits::kHeadDim / 16][4],
-                                                      const typename Traits::Element* a_rows,
-                                                      const typename Traits::Element* pos,
-                                                      int pairs, int lane) {
-#pragma unroll
-  for (int pair = 0; pair < kComputedWindow / 16; ++pair) {
-    if (!kWhole && pair >= pairs) break;  // Uniform across the CTA.
-    ComputeWindowPair<Traits, kAFromShared>(packed, pair, a, a_rows,
-                                            pos + pair * 16 * Traits::kRowStride, lane);
-  }
-}
-
-// Whole windows (every tile within 127 deltas of the diagonal at v3) take a fully unrolled
-// copy: with the early exit the compiler serialised the 16-slot pairs (L = 128 ran 15% slower).
-template <typename Traits, bool kAFromShared>
-__device__ __forceinline__ void ComputeWindowRows(uint32_t (&packed)[kComputedWindow / 8][2],
-                                                  const uint32_t (&a)[Traits::kHeadDim / 16][4],
-                                                  const typename Traits::Element* a_rows,
-                                                  const typename Traits::Element* pos, int pairs,
-                                                  int lane) {
-  if (pairs == kComputedWindow / 16) {
-    ComputeWindowRowsImpl<Traits, kAFromShared, true>(packed, a, a_rows, pos, pairs, lane);
-  } else {
-    ComputeWindowRowsImpl<Traits, kAFromShared, false>(packed, a, a_rows, pos, pairs, lane);
-  }
-}
-
-// Stores a computed window's first 16 * pairs columns (packed column tiles, ComputeWindowRows)
-// as rows row0 .. row0 + 15 of a window with kStride elements per row ([64, kSlotWindow] by
-// default), of at most the first kStoredTiles tiles. (A bound the compiler can see: a tile it
-// could store unwritten on some path stays live around the whole key loop.)
-template <typename Traits, int kStride = kSlotWindow, int kTiles = kComputedWindow / 8,
-          int kStoredTiles = kTiles>
-__device__ __forceinline__ void StoreWindowRows(typename Traits::Element* window,
-                                                const uint32_t (&packed)[kTiles][2], int row0,
-                                                int pairs, int lane) {
-  static_assert(kStoredTiles <= kTiles, "stored tiles are packed tiles");
-  const int group = lane / 4;
-  const int quad = lane % 4;
-#pragma unroll
-  for (int t = 0; t < kStoredTiles; ++t) {
-    if (t >= 2 * pairs) break;
-    *reinterpret_cast<uint32_t*>(window + (row0 + group) * kStride + t * 8 + quad * 2) =
-        packed[t][0];
-    *reinterpret_cast<uint32_t*>(window + (row0 + group + 8) * kStride + t * 8 + quad * 2) =
-        packed[t][1];
-  }
 }
 
 // Copies slots [window0, window0 + kSlotWindow) of table rows first_row .. first_row + 63 (rows

@@ -28,54 +28,12 @@
 
 #include "kernels/attention/attention_fwd_kernel.cuh"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/attention_traits.h"
 #include "kernels/attention/attention_warp_tiles.cuh"
 #include "kernels/attention/mma_sm80.h"
 #include "kernels/common/element_conversion.cuh"
 
 namespace dflash::kernels {
-
-template <int kHeadDim_, typename Element_>
-struct ShortAttentionTraits {
-  using Element = Element_;
-  // Row stride, copy chunking and the window MMAs of the tile kernel's traits.
-  using Tile = AttentionTraits<kHeadDim_, Element_>;
-  static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kRowStride = Tile::kRowStride;
-  static constexpr int kRowWarps = 2;
-  static constexpr int kKeyWarps = 4;
-  static constexpr int kWarps = kRowWarps * kKeyWarps;
-  static constexpr int kThreads = 32 * kWarps;
-  static constexpr int kBlockM = 16 * kRowWarps;             // Query rows per CTA.
-  static constexpr int kKeysPerWarp = 32;                    // Keys per key warp.
-  static constexpr int kMaxKeys = kKeysPerWarp * kKeyWarps;  // == kShortMaxKeys.
-  static constexpr int kWindow = 48;  // Slots per warp window: 47 deltas, three 16-slot pairs.
-  static constexpr int kWindowPairs = kWindow / 16;
-  // Deltas m0 - (kMaxKeys - 1) .. m0 + kBlockM - 1 and one slot past the last for the windows'
-  // 48th column.
-  static constexpr int kPositionRows = kMaxKeys + kBlockM;
-  static constexpr int kDeltas = kMaxKeys + kBlockM - 1;
-  static constexpr int kQElements = kBlockM * kRowStride;
-  static constexpr int kKeyElements = kMaxKeys * kRowStride;
-  static constexpr int kPositionElements = kPositionRows * kRowStride;
-  static constexpr int kC2PElements = kWarps * 16 * kWindow;
-  static constexpr int kP2CElements = kMaxKeys * kWindow;
-  // Q, K, V, PosK / PosQ windows, C2P / P2C windows (elements), then the slot table (int16).
-  static constexpr int kElements =
-      kQElements + 2 * kKeyElements + 2 * kPositionElements + kC2PElements + kP2CElements;
-  static constexpr int kSharedBytes = kElements * static_cast<int>(sizeof(Element)) +
-                                      (kDeltas + 1) * static_cast<int>(sizeof(int16_t));
-  // The merge's exchange (per thread: O [d / 8 tiles][4], m [2], l [2]) reuses the PosK / PosQ
-  // windows, free once every warp has its C2P / P2C.
-  static constexpr int kMergeValues = kHeadDim / 8 * 4 + 4;
-  static_assert(kMergeValues * kThreads * sizeof(float) <= 2 * kPositionElements * sizeof(Element),
-                "the merge exchange fits the position windows");
-  static_assert(kMaxKeys == kShortMaxKeys, "one bound for the host and the kernel");
-  static_assert(kHeadDim % 32 == 0 && kHeadDim <= 64, "d / 4 output columns per key warp, d <= 64");
-  static_assert((kQElements + 2 * kKeyElements + 2 * kPositionElements) *
-                        static_cast<int>(sizeof(Element)) % 16 ==
-                    0,
-                "the windows start 16-byte aligned");
-};
 
 // Asynchronous copy of source rows first_row .. first_row + kRows - 1 (row stride `row_stride`)
 // into a padded shared tile, rows at or past `valid_rows` zero: every thread copies one 16-byte

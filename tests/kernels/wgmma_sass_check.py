@@ -29,9 +29,9 @@ import subprocess
 import sys
 
 SKIP = 77
-# DisentangledAttentionKernel<Traits<64, Element, wgmma>, computed windows, 4 CTAs per SM, one
-# key group, ...>: the four-CTA kernels, saturation-free or not, BF16 and FP16.
-FOUR_CTA_KERNEL = re.compile(r"DisentangledAttentionKernel.*Lb1EEELb1ELi4ELi1ELb[01]E")
+# DisentangledAttentionKernel<Traits<64, Element, wgmma, no 3xTF32 split>, computed windows, 4 CTAs
+# per SM, one key group, ...>: the four-CTA kernels, saturation-free or not, BF16 and FP16.
+FOUR_CTA_KERNEL = re.compile(r"DisentangledAttentionKernel.*Lb1ELb0EEELb1ELi4ELi1ELb[01]E")
 PLACEHOLDER = re.compile(r"HGMMA\.64x8x16\b")
 HGMMA = re.compile(r"\bHGMMA\.")
 DEPBAR = re.compile(r"\bWARPGROUP\.DEPBAR\b")
