@@ -16,9 +16,13 @@ runs and a warning says why, once per reason and process.
 Layouts: "padded" passes the key mask [B, L] to the kernel (no [B, 1, L, L] mask is built);
 "packed" packs the batch once at the encoder's entry (cu_seqlens; one read of the mask on the
 host, which waits for the device, unless use_packed_layout hands the encoder a layout built from
-the host copy of the mask), runs every layer on the packed tokens and unpacks the outputs. Padding positions of the
-outputs differ from the stock model's (which attends them uniformly): the kernel computes padding
-query rows over the real keys (padded) or leaves them zero (packed); real positions match.
+the host copy of the mask), runs every layer on the packed tokens and unpacks the outputs.
+Padding positions of the outputs differ from the stock model's (which attends them uniformly):
+the kernel computes padding query rows over the real keys (padded) or leaves them zero (packed);
+real positions match.
+
+Per layer, Q, K and V come from one GEMM and the projected position tables are reused across
+forwards while their parameters are unchanged (projections.py).
 """
 
 from __future__ import annotations
