@@ -493,7 +493,8 @@ class ProjectionsTest(unittest.TestCase):
             got = kernel_logits(model, ids, mask)
             self.assertLess(relative_l2(got, expected), 1e-5, layout)
             for layer in model.deberta.encoder.layer:
-                self.assertIn("_dflash_qkv_cache", layer.attention.self.__dict__)
+                stacked = layer.attention.self.__dict__["_dflash_qkv_cache"][2]
+                self.assertEqual(stacked[0].shape, (3 * 64, 64))  # one GEMM for Q, K, V
                 self.assertIn("_dflash_positions_cache", layer.attention.self.__dict__)
             # A second forward reuses the position tables: the relative embeddings are not
             # computed again.
