@@ -24,7 +24,7 @@ except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import dflash_torch  # noqa: E402
-from dflash_torch import deberta, packing, profiles, reference  # noqa: E402
+from dflash_torch import deberta, packing, profiles, projections, reference  # noqa: E402
 from dflash_torch.relative_positions import (PositionSettings, build_slot_table,  # noqa: E402
                                              slot_indices)
 from transformers import DebertaV2Config  # noqa: E402
@@ -450,6 +450,234 @@ class IntegrationOnCpuTest(unittest.TestCase):
                                                       0.125, True)
         scores = (q[2:5, :32] @ q[2:5, :32].t()) * 0.125
         self.assertTrue(torch.allclose(lse[0, 2:5].double(), torch.logsumexp(scores, -1)))
+
+
+def kernel_logits(model, ids, mask, **kwargs):
+    with torch.no_grad(), KernelOnCpu():
+        return model(input_ids=ids, attention_mask=mask, **kwargs).logits
+
+
+def stock_logits(model, ids, mask):
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=mask).logits
+
+
+class ProjectionsTest(unittest.TestCase):
+    """projections.py: the fused Q/K/V GEMM and the position-table cache."""
+
+    def setUp(self):
+        deberta.reset_fallback_warnings()
+
+    def test_fused_qkv_equals_three_projections(self):
+        attention = make_model().deberta.encoder.layer[0].attention.self
+        for shape in ((3, 7, 64), (11, 64)):  # padded [B, L, H] and packed [T, H]
+            hidden = torch.randn(*shape)
+            with torch.no_grad():
+                got = projections.query_key_value(attention, hidden)
+                expected = (attention.query_proj(hidden), attention.key_proj(hidden),
+                            attention.value_proj(hidden))
+            for ours, stock in zip(got, expected):
+                self.assertEqual(ours.shape, stock.shape)
+                self.assertTrue(torch.allclose(ours, stock, atol=1e-6))
+            # One GEMM: three column views of one [..., 3 H*d] result, no copies.
+            self.assertEqual(len({t.untyped_storage().data_ptr() for t in got}), 1)
+            self.assertEqual(got[1].stride(-2), 3 * 64)
+            self.assertIn("_dflash_qkv_cache", attention.__dict__)
+
+    def test_both_layouts_run_the_fused_projections_and_cached_positions(self):
+        for layout in ("padded", "packed"):
+            model = make_model()
+            ids, mask = batch([7, 3], 9)
+            expected = stock_logits(model, ids, mask)
+            dflash_torch.optimize_deberta(model, layout=layout, fallback="error")
+            got = kernel_logits(model, ids, mask)
+            self.assertLess(relative_l2(got, expected), 1e-5, layout)
+            for layer in model.deberta.encoder.layer:
+                stacked = layer.attention.self.__dict__["_dflash_qkv_cache"][2]
+                self.assertEqual(stacked[0].shape, (3 * 64, 64))  # one GEMM for Q, K, V
+                self.assertIn("_dflash_positions_cache", layer.attention.self.__dict__)
+            # A second forward reuses the position tables: the relative embeddings are not
+            # computed again.
+            calls = []
+            encoder = model.deberta.encoder
+            stock_rel_embedding = encoder.get_rel_embedding
+            encoder.get_rel_embedding = lambda: calls.append(1) or stock_rel_embedding()
+            projections.clear_caches(model)
+            kernel_logits(model, ids, mask)
+            kernel_logits(model, ids, mask)
+            self.assertEqual(len(calls), 1, layout)
+
+    def test_in_place_updates_invalidate_the_caches(self):
+        model = make_model(share_att_key=False, pos_att_type=["c2p", "p2c"])
+        stock = copy.deepcopy(model)
+        dflash_torch.optimize_deberta(model, fallback="error")
+        ids, mask = batch([8, 5], 8)
+        kernel_logits(model, ids, mask)  # fills the caches
+        encoder, stock_encoder = model.deberta.encoder, stock.deberta.encoder
+        edits = [lambda e: e.layer[0].attention.self.query_proj.weight,
+                 lambda e: e.layer[1].attention.self.key_proj.bias,
+                 lambda e: e.layer[0].attention.self.value_proj.weight,
+                 lambda e: e.layer[1].attention.self.pos_key_proj.weight,
+                 lambda e: e.layer[0].attention.self.pos_query_proj.bias,
+                 lambda e: e.rel_embeddings.weight,
+                 lambda e: e.LayerNorm.weight]
+        for index, edit in enumerate(edits):
+            with torch.no_grad():
+                edit(encoder).add_(0.5)
+                edit(stock_encoder).add_(0.5)
+            got = kernel_logits(model, ids, mask)
+            self.assertLess(relative_l2(got, stock_logits(stock, ids, mask)), 1e-5, index)
+
+    def test_load_state_dict_and_replaced_data_invalidate_the_caches(self):
+        model = dflash_torch.optimize_deberta(make_model(), fallback="error")
+        other = make_model(seed=5)
+        ids, mask = batch([6, 4], 6)
+        kernel_logits(model, ids, mask)
+        model.load_state_dict(other.state_dict())
+        got = kernel_logits(model, ids, mask)
+        self.assertLess(relative_l2(got, stock_logits(other, ids, mask)), 1e-5)
+        # .data replaced (as .to() does): new storage, new data pointer.
+        third = make_model(seed=9)
+        for ours, theirs in zip(model.parameters(), third.parameters()):
+            ours.data = theirs.detach().clone()
+        got = kernel_logits(model, ids, mask)
+        self.assertLess(relative_l2(got, stock_logits(third, ids, mask)), 1e-5)
+
+    def test_no_cache_when_autograd_needs_the_projections(self):
+        model = make_model()
+        encoder = model.deberta.encoder
+        attention = encoder.layer[0].attention.self
+        stock = copy.deepcopy(attention)
+        stock_encoder = copy.deepcopy(encoder)
+        hidden = torch.randn(2, 5, 64)
+        weights = torch.randn(3, 2, 5, 64)
+        q, k, v = projections.query_key_value(attention, hidden)
+        (sum((w * t).sum() for w, t in zip(weights, (q, k, v)))).backward()
+        expected = (stock.query_proj(hidden), stock.key_proj(hidden), stock.value_proj(hidden))
+        (sum((w * t).sum() for w, t in zip(weights, expected))).backward()
+        self.assertNotIn("_dflash_qkv_cache", attention.__dict__)
+        for name in ("query_proj", "key_proj", "value_proj"):
+            for part in ("weight", "bias"):
+                ours = getattr(getattr(attention, name), part).grad
+                theirs = getattr(getattr(stock, name), part).grad
+                self.assertIsNotNone(ours, f"{name}.{part}")
+                self.assertTrue(torch.allclose(ours, theirs, atol=1e-6), f"{name}.{part}")
+        pos_key, pos_query = projections.position_tables(encoder, attention,
+                                                         encoder.get_rel_embedding)
+        (pos_key.sum() + pos_query.square().sum()).backward()
+        self.assertNotIn("_dflash_positions_cache", attention.__dict__)
+        relative = stock_encoder.get_rel_embedding()[:2 * stock.pos_ebd_size]
+        (stock.key_proj(relative).sum() + stock.query_proj(relative).square().sum()).backward()
+        self.assertTrue(torch.allclose(encoder.rel_embeddings.weight.grad,
+                                       stock_encoder.rel_embeddings.weight.grad, atol=1e-6))
+        self.assertTrue(torch.allclose(encoder.LayerNorm.weight.grad,
+                                       stock_encoder.LayerNorm.weight.grad, atol=1e-6))
+
+    def test_gradients_of_the_patched_model_match_stock(self):
+        model = make_model()
+        stock = copy.deepcopy(model)
+        dflash_torch.optimize_deberta(model)
+        ids, mask = batch([6, 4], 6)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model(input_ids=ids, attention_mask=mask).logits.square().sum().backward()
+        stock(input_ids=ids, attention_mask=mask).logits.square().sum().backward()
+        for (name, ours), theirs in zip(model.named_parameters(), stock.parameters()):
+            if theirs.grad is not None:
+                self.assertTrue(torch.allclose(ours.grad, theirs.grad, atol=1e-6), name)
+
+    def test_hooked_projections_are_called(self):
+        model = dflash_torch.optimize_deberta(make_model(), fallback="error")
+        stock = copy.deepcopy(model)
+        dflash_torch.restore_deberta(stock)
+        calls = []
+        for layer in model.deberta.encoder.layer:
+            layer.attention.self.key_proj.register_forward_hook(lambda *a: calls.append(1))
+        ids, mask = batch([5, 5], 5)
+        got = kernel_logits(model, ids, mask)
+        # Per layer: the tokens and the position table (share_att_key), every forward.
+        self.assertEqual(len(calls), 2 * model.config.num_hidden_layers)
+        kernel_logits(model, ids, mask)
+        self.assertEqual(len(calls), 4 * model.config.num_hidden_layers)
+        self.assertLess(relative_l2(got, stock_logits(stock, ids, mask)), 1e-5)
+
+    def test_state_dict_and_save_pretrained_round_trip(self):
+        import tempfile
+        model = make_model()
+        keys = list(model.state_dict())
+        dflash_torch.optimize_deberta(model, fallback="error")
+        ids, mask = batch([7, 2], 7)
+        expected = kernel_logits(model, ids, mask)  # caches filled
+        self.assertEqual(list(model.state_dict()), keys)
+        with tempfile.TemporaryDirectory() as directory:
+            model.save_pretrained(directory)  # safetensors: refuses shared storage
+            self.assertTrue(any(name.endswith(".safetensors") for name in os.listdir(directory)))
+            loaded = DebertaV2ForSequenceClassification.from_pretrained(directory).eval()
+        self.assertLess(relative_l2(stock_logits(loaded, ids, mask), expected), 1e-5)
+        dflash_torch.optimize_deberta(loaded, fallback="error")
+        self.assertLess(relative_l2(kernel_logits(loaded, ids, mask), expected), 1e-5)
+        restored = dflash_torch.restore_deberta(model)
+        for module in restored.modules():
+            self.assertFalse(set(projections.CACHE_ATTRIBUTES) & set(module.__dict__))
+
+    def test_compiled_model_sees_weight_updates(self):
+        torch._dynamo.reset()
+        model = dflash_torch.optimize_deberta(make_model(), fallback="error")
+        stock = copy.deepcopy(model)
+        dflash_torch.restore_deberta(stock)
+        ids, mask = batch([8, 5], 8)
+        kernel_logits(model, ids, mask)  # eager caches filled before compiling
+        with torch.no_grad(), KernelOnCpu():
+            compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+            first = compiled(input_ids=ids, attention_mask=mask).logits
+            self.assertLess(relative_l2(first, stock_logits(stock, ids, mask)), 1e-5)
+            for target in (model, stock):
+                target.deberta.encoder.layer[0].attention.self.query_proj.weight.add_(0.5)
+                target.deberta.encoder.rel_embeddings.weight.add_(0.5)
+            second = compiled(input_ids=ids, attention_mask=mask).logits
+        self.assertLess(relative_l2(second, stock_logits(stock, ids, mask)), 1e-5)
+
+
+class HostPackedLayoutTest(unittest.TestCase):
+    """use_packed_layout: the packed encoder takes a layout built from the host mask."""
+
+    def setUp(self):
+        deberta.reset_fallback_warnings()
+
+    def test_given_layout_replaces_the_device_read(self):
+        model = make_model()
+        ids, mask = batch([9, 4, 13], 13)
+        expected = stock_logits(model, ids, mask)
+        dflash_torch.optimize_deberta(model, layout="packed", fallback="error")
+        layout = dflash_torch.packed_layout(mask)
+        original = deberta.packed_layout
+
+        def refuse(_):
+            raise AssertionError("the encoder read the mask")
+
+        deberta.packed_layout = refuse
+        try:
+            with dflash_torch.use_packed_layout(layout):
+                got = kernel_logits(model, ids, mask)
+            with self.assertRaisesRegex(AssertionError, "read the mask"):
+                kernel_logits(model, ids, mask)  # outside the block: the encoder builds it
+        finally:
+            deberta.packed_layout = original
+        self.assertLess(relative_l2(got, expected), 1e-5)
+
+    def test_shape_mismatch_is_refused(self):
+        model = dflash_torch.optimize_deberta(make_model(), layout="packed", fallback="error")
+        ids, mask = batch([4, 2], 6)
+        with dflash_torch.use_packed_layout(dflash_torch.packed_layout(mask[:, :5])):
+            with self.assertRaisesRegex(ValueError, "use_packed_layout"):
+                kernel_logits(model, ids, mask)
+
+    def test_layout_to_same_device_is_itself(self):
+        layout = dflash_torch.packed_layout(torch.tensor([[1, 1, 0]]))
+        self.assertIs(layout.to("cpu"), layout)
+        moved = layout.to("meta")
+        self.assertEqual((moved.index.device.type, moved.cu_seqlens.device.type), ("meta", "meta"))
+        self.assertEqual((moved.max_seqlen, moved.total_tokens), (2, 2))
 
 
 class CompileTest(unittest.TestCase):

@@ -4,6 +4,7 @@
   dflash_torch.optimize_deberta(model)                   swap a transformers DeBERTa-v2/v3 model's
                                                           attention for the kernel (inference)
   dflash_torch.packed_layout / pack / unpack             padded <-> packed (cu_seqlens) helpers
+  dflash_torch.use_packed_layout(layout)                 a packed model's layout from the host mask
 """
 
 import importlib
@@ -17,7 +18,7 @@ __version__ = "0.1.0"
 
 __all__ = ["ops", "register_slot_table", "PackedLayout", "pack", "pack_batch", "packed_layout",
            "unpack", "PositionSettings", "SlotTable", "build_slot_table", "optimize_deberta",
-           "restore_deberta", "FallbackError", "kernel_available"]
+           "restore_deberta", "use_packed_layout", "FallbackError", "kernel_available"]
 
 
 def kernel_available() -> bool:
@@ -28,7 +29,7 @@ def kernel_available() -> bool:
 
 def __getattr__(name):
     # transformers is needed only for the DeBERTa integration: imported on first use.
-    if name in ("optimize_deberta", "restore_deberta", "FallbackError",
+    if name in ("optimize_deberta", "restore_deberta", "use_packed_layout", "FallbackError",
                 "reset_fallback_warnings"):
         return getattr(importlib.import_module(f"{__name__}.deberta"), name)
     if name == "layers":  # The Hub kernels loader reads kernel.layers.

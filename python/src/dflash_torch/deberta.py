@@ -15,22 +15,30 @@ runs and a warning says why, once per reason and process.
 
 Layouts: "padded" passes the key mask [B, L] to the kernel (no [B, 1, L, L] mask is built);
 "packed" packs the batch once at the encoder's entry (cu_seqlens; one read of the mask on the
-host), runs every layer on the packed tokens and unpacks the outputs. Padding positions of the
-outputs differ from the stock model's (which attends them uniformly): the kernel computes padding
-query rows over the real keys (padded) or leaves them zero (packed); real positions match.
+host, which waits for the device, unless use_packed_layout hands the encoder a layout built from
+the host copy of the mask), runs every layer on the packed tokens and unpacks the outputs.
+Padding positions of the outputs differ from the stock model's (which attends them uniformly):
+the kernel computes padding query rows over the real keys (padded) or leaves them zero (packed);
+real positions match.
+
+Per layer, Q, K and V come from one GEMM and the projected position tables are reused across
+forwards while their parameters are unchanged (projections.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import warnings
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from transformers.modeling_outputs import BaseModelOutput
 from transformers.models.deberta_v2.modeling_deberta_v2 import (DebertaV2Encoder,
                                                                 DisentangledSelfAttention)
 
-from . import _native, ops
+from . import _native, ops, projections
 from .packing import PackedLayout, pack, packed_layout, unpack
 from .relative_positions import PositionSettings, attention_scale, build_slot_table
 
@@ -40,6 +48,34 @@ _KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 _KERNEL_DEVICES = ("cuda", "meta")
 
 _warned: set[str] = set()
+
+
+_given_layout: contextvars.ContextVar[PackedLayout | None] = contextvars.ContextVar(
+    "dflash_packed_layout", default=None)
+
+
+@contextlib.contextmanager
+def use_packed_layout(layout: PackedLayout):
+    """Packed encoders that run inside the block take `layout` instead of building it from the
+    attention mask on the device, which reads the mask on the host and so waits for all the work
+    queued before it. `layout` is packed_layout() of the same mask's host copy (a CPU tensor: no
+    device read; it is moved to the device, without waiting, where it is not there yet); it must
+    match the mask, which is not checked beyond its shape (that would read the device)."""
+    token = _given_layout.set(layout)
+    try:
+        yield layout
+    finally:
+        _given_layout.reset(token)
+
+
+def _encoder_packing(attention_mask: torch.Tensor, device: torch.device) -> PackedLayout:
+    given = _given_layout.get()
+    if given is None:
+        return packed_layout(attention_mask)
+    if (given.batch, given.length) != tuple(attention_mask.shape):
+        raise ValueError(f"use_packed_layout: the layout is for [{given.batch}, {given.length}], "
+                         f"the attention mask is {list(attention_mask.shape)}")
+    return given.to(device)
 
 
 class FallbackError(RuntimeError):
@@ -80,21 +116,15 @@ class _PackedSequences:
 
 
 def attention_context(attention: DisentangledSelfAttention, hidden_states: torch.Tensor,
-                      layout, rel_embeddings: torch.Tensor | None) -> torch.Tensor:
-    """What DisentangledSelfAttention returns as its context, by the fused kernel."""
-    query = attention.query_proj(hidden_states)
-    key = attention.key_proj(hidden_states)
-    value = attention.value_proj(hidden_states)
+                      layout, rel_embeddings: Callable[[], torch.Tensor] | None,
+                      encoder: DebertaV2Encoder) -> torch.Tensor:
+    """What DisentangledSelfAttention returns as its context, by the fused kernel.
+    `rel_embeddings()` returns the encoder's relative embeddings (None: no position terms)."""
+    query, key, value = projections.query_key_value(attention, hidden_states)
     c2p, p2c = "c2p" in attention.pos_att_type, "p2c" in attention.pos_att_type
     pos_key = pos_query = None
     if attention.relative_attention and rel_embeddings is not None:
-        relative = rel_embeddings[:2 * attention.pos_ebd_size]  # pos_dropout: eval mode only
-        if attention.share_att_key:
-            pos_key = attention.key_proj(relative) if c2p else None
-            pos_query = attention.query_proj(relative) if p2c else None
-        else:
-            pos_key = attention.pos_key_proj(relative) if c2p else None
-            pos_query = attention.pos_query_proj(relative) if p2c else None
+        pos_key, pos_query = projections.position_tables(encoder, attention, rel_embeddings)
     scale = attention_scale(attention.attention_head_size, int(c2p) + int(p2c))
     if isinstance(layout, _PaddedKeys):
         context, _ = ops.attention_padded(query, key, value, pos_key, pos_query, layout.slot_table,
@@ -108,10 +138,24 @@ def attention_context(attention: DisentangledSelfAttention, hidden_states: torch
     return context
 
 
-def _layer_forward(layer, hidden_states, layout, rel_embeddings):
+class _RelativeEmbeddings:
+    """The encoder's get_rel_embedding(), computed at most once per forward and only when a layer
+    projects it (cached position tables need none)."""
+
+    def __init__(self, encoder: DebertaV2Encoder):
+        self._encoder = encoder
+        self._value = None
+
+    def __call__(self) -> torch.Tensor:
+        if self._value is None:
+            self._value = self._encoder.get_rel_embedding()
+        return self._value
+
+
+def _layer_forward(layer, hidden_states, layout, rel_embeddings, encoder):
     """DebertaV2Layer's composition with the fused attention context."""
     attention = layer.attention
-    context = attention_context(attention.self, hidden_states, layout, rel_embeddings)
+    context = attention_context(attention.self, hidden_states, layout, rel_embeddings, encoder)
     attention_output = attention.output(context, hidden_states)
     return layer.output(layer.intermediate(attention_output), attention_output)
 
@@ -135,7 +179,7 @@ def encoder_forward(encoder: DebertaV2Encoder, hidden_states, attention_mask,
     slot_table = encoder.dflash_slot_table if encoder._dflash_positions_id >= 0 else None
     packing: PackedLayout | None = None
     if encoder._dflash_layout == "packed":
-        packing = packed_layout(attention_mask)
+        packing = _encoder_packing(attention_mask, hidden_states.device)
         states = pack(hidden_states, packing)
         layout = _PackedSequences(packing.cu_seqlens, packing.max_seqlen, slot_table,
                                   encoder._dflash_positions_id)
@@ -143,10 +187,10 @@ def encoder_forward(encoder: DebertaV2Encoder, hidden_states, attention_mask,
         states = hidden_states
         layout = _PaddedKeys((attention_mask != 0).contiguous(), slot_table,
                              encoder._dflash_positions_id)
-    rel_embeddings = encoder.get_rel_embedding()
+    rel_embeddings = _RelativeEmbeddings(encoder) if encoder.relative_attention else None
     all_hidden_states = (hidden_states,) if output_hidden_states else None
     for index, layer in enumerate(encoder.layer):
-        states = _layer_forward(layer, states, layout, rel_embeddings)
+        states = _layer_forward(layer, states, layout, rel_embeddings, encoder)
         if index == 0 and encoder.conv is not None:
             # The ConvLayer mixes neighbouring positions: it runs on the padded layout.
             padded = unpack(states, packing) if packing is not None else states
@@ -279,4 +323,5 @@ def restore_deberta(model: torch.nn.Module) -> torch.nn.Module:
             module._buffers.pop("dflash_slot_table", None)
             for name in _STATE:
                 module.__dict__.pop(name, None)
+            projections.clear_caches(module)
     return model

@@ -4,11 +4,14 @@ A padded batch [B, L, ...] with a mask [B, L] becomes [T, ...] holding only the 
 set, in order, plus cu_seqlens (int32 [B + 1]) and the longest length. Every sequence's tokens
 must be contiguous in its row (right or left padding): relative positions inside a packed sequence
 are then the same as in the padded row. Building the layout reads the mask on the host once (the
-token count and the longest length are shapes); everything after it stays on the device.
+token count and the longest length are shapes); everything after it stays on the device. Built
+from the host copy of a mask (a CPU tensor), it reads no device at all: PackedLayout.to() then
+moves its two index tensors to the device without a synchronisation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -27,6 +30,20 @@ class PackedLayout:
     @property
     def total_tokens(self) -> int:
         return self.index.numel()
+
+    def to(self, device: torch.device | str) -> PackedLayout:
+        """This layout with its tensors on `device`: stream-ordered copies from pinned memory, so
+        the host does not wait for the device."""
+        device = torch.device(device)
+        if self.index.device == device:
+            return self
+
+        def move(tensor: torch.Tensor) -> torch.Tensor:
+            if tensor.device.type == "cpu" and device.type == "cuda":
+                tensor = tensor.pin_memory()
+            return tensor.to(device, non_blocking=True)
+
+        return dataclasses.replace(self, index=move(self.index), cu_seqlens=move(self.cu_seqlens))
 
 
 def packed_layout(mask: torch.Tensor) -> PackedLayout:
