@@ -1,5 +1,7 @@
 """The DeBERTa sequence classifiers compared by the dflash_torch benchmarks, each a callable
-(ids, mask) -> logits on the same checkpoint:
+(ids, mask, host_mask=None) -> logits on the same checkpoint. `host_mask` is the mask's pinned
+host copy: the packed variants build their layout from it (packing.packed_layout on the host, then
+stream-ordered copies) instead of reading the device mask, which waits for the queued work.
 
   stock        transformers eager (the only DeBERTa-v2 attention in transformers 5.17)
   ours         dflash_torch.optimize_deberta, layout "padded" (key mask) or "packed" (cu_seqlens)
@@ -50,12 +52,24 @@ def _classify_packed_hidden(model, last_hidden_packed, layout):
 
 
 def stock(model):
-    return lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits
+    return lambda ids, mask, host_mask=None: model(input_ids=ids, attention_mask=mask).logits
+
+
+def _packed_layout(mask, host_mask):
+    if host_mask is None:
+        return packing.packed_layout(mask)
+    return packing.packed_layout(host_mask).to(mask.device)
 
 
 def ours(model, layout):
     model = dflash_torch.optimize_deberta(copy.deepcopy(model), layout=layout, fallback="error")
-    return lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits
+    if layout == "padded":
+        return lambda ids, mask, host_mask=None: model(input_ids=ids, attention_mask=mask).logits
+
+    def run(ids, mask, host_mask=None):
+        with dflash_torch.use_packed_layout(_packed_layout(mask, host_mask)):
+            return model(input_ids=ids, attention_mask=mask).logits
+    return run
 
 
 def df(model, layout):
@@ -63,11 +77,11 @@ def df(model, layout):
     model = copy.deepcopy(model)
     disentangled_flash.optimize_deberta(model.deberta)
     if layout == "padded":
-        return lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits
+        return lambda ids, mask, host_mask=None: model(input_ids=ids, attention_mask=mask).logits
 
-    def run(ids, mask):
+    def run(ids, mask, host_mask=None):
         embeddings = model.deberta.embeddings(input_ids=ids, mask=mask)
-        layout_ = packing.packed_layout(mask)
+        layout_ = _packed_layout(mask, host_mask)
         hidden = packing.pack(embeddings, layout_)
         out = model.deberta.encoder.forward_packed(hidden, layout_.cu_seqlens,
                                                    layout_.max_seqlen, output_hidden_states=False)
@@ -80,7 +94,7 @@ def fd(model):
     model = copy.deepcopy(model)
     for layer in model.deberta.encoder.layer:
         layer.attention.self.__class__ = FlashDisentangledSelfAttention
-    return lambda ids, mask: model(input_ids=ids, attention_mask=mask).logits
+    return lambda ids, mask, host_mask=None: model(input_ids=ids, attention_mask=mask).logits
 
 
 def make(name, model):

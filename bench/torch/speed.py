@@ -6,7 +6,8 @@
                beforehand (pinned); the timed pass copies each to the device, runs the model and
                keeps the logits; one copy of all logits to the host and a synchronize end it
                (bench/engine/hf_baseline.py's method). Variants (model_variants.py): stock eager,
-               ours padded / packed, DisentangledFlash 1.1.1 padded / packed, FlashDeBERTa 0.0.8.
+               ours padded / packed, DisentangledFlash 1.1.1 padded / packed, FlashDeBERTa 0.0.8;
+               both packed variants build their layout from the pinned host mask (no device read).
                Seconds: the best of --repeats passes after a warm-up.
   compile      batches of 64 sorted by length, padded to multiples of 64: stock and ours
                (padded), eager and under torch.compile (same mode, --compile-mode), every shape
@@ -64,7 +65,7 @@ def host_batches(sequences, batch, sort=False, multiple=1):
 def timed_pass(run, batches):
     torch.cuda.synchronize()
     start = time.perf_counter()
-    outputs = [run(ids.cuda(non_blocking=True), mask.cuda(non_blocking=True))
+    outputs = [run(ids.cuda(non_blocking=True), mask.cuda(non_blocking=True), mask)
                for ids, mask in batches]
     torch.cat(outputs).float().cpu()
     torch.cuda.synchronize()
@@ -74,7 +75,7 @@ def timed_pass(run, batches):
 def best_of(run, batches, repeats, warmup):
     with torch.inference_mode():
         for ids, mask in batches[:warmup]:
-            run(ids.cuda(), mask.cuda())
+            run(ids.cuda(), mask.cuda(), mask)
         return min(timed_pass(run, batches) for _ in range(repeats))
 
 
