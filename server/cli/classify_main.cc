@@ -16,10 +16,10 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/json_document.h"
+#include "common/status_macros.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/model/checkpoint.h"
-#include "engine/model/json_document.h"
 #include "server/scoring/label_scores.h"
 #include "server/tokenizer/tokenizer_loader.h"
 

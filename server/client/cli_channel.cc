@@ -6,8 +6,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "engine/common/read_file.h"
-#include "engine/common/status_macros.h"
+#include "common/read_file.h"
+#include "common/status_macros.h"
 
 namespace dflash::cli {
 namespace {

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "engine/common/logging.h"
-#include "engine/common/status_macros.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/null/null_engine.h"
 #if DFLASH_WITH_CUDA_ENGINE

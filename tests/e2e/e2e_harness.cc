@@ -18,7 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/half_precision.h"
 #include "engine/null/null_engine.h"

@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "absl/status/statusor.h"
-#include "engine/common/logging.h"
+#include "common/logging.h"
 #include "server/service/served_model.h"
 
 namespace dflash::fuzz {
