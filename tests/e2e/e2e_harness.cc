@@ -98,7 +98,7 @@ ModelEntry TestModelEntry(std::string name, fs::path path, int max_batch_tokens)
   ModelEntry entry;
   entry.name = std::move(name);
   entry.path = std::move(path);
-  entry.backend = serving::BackendChoice::kCpu;
+  entry.backend = EngineBackend::kCpu;
   entry.cpu_threads = 1;
   entry.max_input_length = kMaxInputLength;
   entry.batching.max_batch_tokens = max_batch_tokens;
