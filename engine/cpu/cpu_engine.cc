@@ -10,8 +10,8 @@
 #include "common/status_macros.h"
 #include "engine/cpu/disentangled_attention.h"
 #include "engine/cpu/elementwise.h"
-#include "engine/cpu/encoder_prelude.h"
 #include "engine/cpu/gemm.h"
+#include "engine/encoder_prelude.h"
 
 namespace dflash {
 namespace {
