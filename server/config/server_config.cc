@@ -20,6 +20,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/choice_names.h"
 #include "common/read_file.h"
 #include "common/status_macros.h"
 #include "server/config/config_overrides.h"
@@ -70,15 +71,6 @@ constexpr std::array<std::pair<absl::string_view, ModelTask>, 6> kTasks = {{
     {"embed", ModelTask::kEmbed},
     {"token_classify", ModelTask::kTokenClassify},
 }};
-
-template <typename Enum, size_t N>
-absl::string_view NameOf(const std::array<std::pair<absl::string_view, Enum>, N>& choices,
-                         Enum value) {
-  for (const auto& [name, choice] : choices) {
-    if (choice == value) return name;
-  }
-  return "?";
-}
 
 // Turns the YAML tree into the struct: types, unknown and duplicate keys, path resolution. Range
 // and cross-field checks come after, on the struct (server_config_validation.h).
@@ -395,7 +387,7 @@ absl::StatusOr<ServerConfig> ParseTreeCatching(YAML::Node root,
 
 }  // namespace
 
-absl::string_view ModelTaskName(ModelTask task) { return NameOf(kTasks, task); }
+absl::string_view ModelTaskName(ModelTask task) { return ChoiceName(kTasks, task); }
 
 absl::StatusOr<ServerConfig> ParseServerConfig(absl::string_view yaml,
                                                const std::filesystem::path& base_dir,
