@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "engine/common/read_file.h"
-#include "engine/common/status_macros.h"
+#include "common/read_file.h"
+#include "common/status_macros.h"
 
 namespace dflash::loadtest {
 

@@ -9,8 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "engine/common/logging.h"
-#include "engine/common/status_macros.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
 
 namespace dflash::loadtest {
 namespace {

@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "loadtest/target_address.h"
 
 namespace dflash::loadtest {

@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/common/read_file.h"
-#include "engine/common/status_macros.h"
+#include "common/read_file.h"
+#include "common/status_macros.h"
 
 namespace dflash::loadtest {
 namespace {

@@ -7,11 +7,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "engine/cpu/disentangled_attention.h"
 #include "engine/cpu/elementwise.h"
-#include "engine/cpu/encoder_prelude.h"
 #include "engine/cpu/gemm.h"
+#include "engine/encoder_prelude.h"
 
 namespace dflash {
 namespace {

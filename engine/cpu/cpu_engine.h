@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/cpu/encoder_prelude.h"
+#include "engine/encoder_prelude.h"
 #include "engine/engine.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/relative_position.h"

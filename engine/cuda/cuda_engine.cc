@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/common/logging.h"
-#include "engine/common/status_macros.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
 #include "engine/cuda/cuda_status.h"
 #include "kernels/attention/disentangled_attention.h"
 #include "kernels/encoder/activation.h"

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "engine/cuda/dtype_encoding.h"
 
 namespace dflash::cuda {

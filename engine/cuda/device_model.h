@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/cpu/encoder_prelude.h"
 #include "engine/cuda/device_memory.h"
+#include "engine/encoder_prelude.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
 #include "kernels/common/data_type.h"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "engine/cuda/cuda_status.h"
 
 namespace dflash::cuda {

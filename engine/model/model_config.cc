@@ -6,10 +6,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/common/logging.h"
-#include "engine/common/read_file.h"
-#include "engine/common/status_macros.h"
-#include "engine/model/json_document.h"
+#include "common/json_document.h"
+#include "common/logging.h"
+#include "common/read_file.h"
+#include "common/status_macros.h"
 
 namespace dflash {
 namespace {

@@ -10,9 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/common/status_macros.h"
+#include "common/json_document.h"
+#include "common/status_macros.h"
 #include "engine/model/half_precision.h"
-#include "engine/model/json_document.h"
 
 namespace dflash {
 

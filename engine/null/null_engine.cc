@@ -1,6 +1,6 @@
 #include "engine/null/null_engine.h"
 
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace dflash {
 

@@ -38,7 +38,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "engine/model/half_precision.h"
 #include "engine/model/model_config.h"
 #include "engine/model/relative_position.h"

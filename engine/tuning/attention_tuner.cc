@@ -8,34 +8,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/logging.h"
-#include "engine/common/status_macros.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
 #include "engine/tuning/attention_benchmark.h"
 
 namespace dflash::tuning {
-absl::StatusOr<TuningMode> ParseTuningMode(absl::string_view name) {
-  for (TuningMode mode : {TuningMode::kHeuristic, TuningMode::kProfile, TuningMode::kProfileOnly,
-                          TuningMode::kAutotune}) {
-    if (name == TuningModeName(mode)) return mode;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown tuning mode '", name, "' (expected heuristic, profile, profile_only or autotune)"));
-}
-
-const char* TuningModeName(TuningMode mode) {
-  switch (mode) {
-    case TuningMode::kHeuristic:
-      return "heuristic";
-    case TuningMode::kProfile:
-      return "profile";
-    case TuningMode::kProfileOnly:
-      return "profile_only";
-    case TuningMode::kAutotune:
-      return "autotune";
-  }
-  return "?";
-}
-
 absl::StatusOr<std::unique_ptr<AttentionTuner>> AttentionTuner::Create(
     const AttentionTunerOptions& options) {
   DFLASH_ASSIGN_OR_RETURN(const DeviceDescription device, DescribeCudaDevice(options.device));

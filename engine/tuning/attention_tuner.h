@@ -23,18 +23,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "engine/engine_spec.h"
 #include "engine/tuning/attention_family.h"
 #include "engine/tuning/profiles_directory.h"
 #include "engine/tuning/tuning_profile.h"
 #include "kernels/attention/disentangled_attention.h"
 
 namespace dflash::tuning {
-
-enum class TuningMode { kHeuristic, kProfile, kProfileOnly, kAutotune };
-
-// "heuristic", "profile", "profile_only", "autotune".
-absl::StatusOr<TuningMode> ParseTuningMode(absl::string_view name);
-const char* TuningModeName(TuningMode mode);
 
 struct AttentionTunerOptions {
   TuningMode mode = TuningMode::kProfile;

@@ -17,8 +17,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "engine/common/read_file.h"
-#include "engine/common/status_macros.h"
+#include "common/read_file.h"
+#include "common/status_macros.h"
 
 namespace dflash::tuning {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace dflash::serving {
 namespace {

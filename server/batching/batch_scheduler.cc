@@ -15,8 +15,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/logging.h"
-#include "engine/common/status_macros.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
 #include "server/batching/batch_packing.h"
 #include "server/batching/host_work_pool.h"
 #include "server/batching/request_queue.h"

@@ -1,7 +1,7 @@
 #include "server/batching/request_validation.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "engine/packed_batch.h"
 
 namespace dflash::serving {

@@ -1,7 +1,7 @@
 // dflash-classify: runs a DeBERTa-v2/v3 checkpoint directory on texts or text pairs with the CPU
-// engine and prints label scores (sequence classifiers), per-token labels (token classifiers) or
-// sentence embeddings (encoder-only models). The gRPC service supersedes it for serving; it stays
-// the quickest way to try a checkpoint.
+// or CUDA engine (--backend) and prints label scores (sequence classifiers), per-token labels
+// (token classifiers) or sentence embeddings (encoder-only models). The gRPC service supersedes it
+// for serving; it stays the quickest way to try a checkpoint.
 #include <algorithm>
 #include <fstream>
 #include <iomanip>
@@ -16,10 +16,10 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
-#include "engine/cpu/cpu_engine.h"
+#include "common/json_document.h"
+#include "common/status_macros.h"
+#include "engine/engine_factory.h"
 #include "engine/model/checkpoint.h"
-#include "engine/model/json_document.h"
 #include "server/scoring/label_scores.h"
 #include "server/tokenizer/tokenizer_loader.h"
 
@@ -42,7 +42,14 @@ ABSL_FLAG(std::string, scores, "default",
           "or raw.");
 ABSL_FLAG(std::string, format, "text", "Output format: text or jsonl.");
 ABSL_FLAG(int, batch_tokens, 8192, "Tokens per packed engine batch.");
-ABSL_FLAG(int, threads, 0, "BLAS threads (0: all cores).");
+ABSL_FLAG(int, threads, 0, "BLAS threads of the CPU engine (0: all cores).");
+ABSL_FLAG(std::string, backend, "cpu",
+          "Engine: cpu, cuda (GPU --device), auto (cuda where this build has the CUDA engine and "
+          "the machine a usable GPU, else cpu) or null (computes nothing; every output is zero).");
+ABSL_FLAG(std::string, dtype, "auto",
+          "Engine precision: auto (float16 on cuda, float32 on cpu), float32, float16 or "
+          "bfloat16 (float16 and bfloat16 on cuda only).");
+ABSL_FLAG(int, device, 0, "CUDA device ordinal of --backend=cuda.");
 
 namespace dflash {
 namespace {
@@ -134,11 +141,21 @@ absl::Status Run() {
   DFLASH_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizer(model_dir));
   DFLASH_ASSIGN_OR_RETURN(Checkpoint checkpoint, LoadCheckpoint(model_dir));
   const EmbeddingConfig embedding = checkpoint.embedding;
-  DFLASH_ASSIGN_OR_RETURN(
-      std::unique_ptr<CpuEngine> engine,
-      CpuEngine::Create(std::move(checkpoint), CpuEngine::Options{absl::GetFlag(FLAGS_threads)}));
-  const ModelConfig& config = engine->config();
-  DFLASH_ASSIGN_OR_RETURN(const TruncationOptions truncation, Truncation(*tokenizer, config));
+  DFLASH_ASSIGN_OR_RETURN(const TruncationOptions truncation,
+                          Truncation(*tokenizer, checkpoint.config));
+  const int batch_tokens = std::max(1, absl::GetFlag(FLAGS_batch_tokens));
+  EngineSpec spec;
+  spec.model_name = model_dir;
+  DFLASH_ASSIGN_OR_RETURN(spec.backend, ParseEngineBackend(absl::GetFlag(FLAGS_backend)));
+  DFLASH_ASSIGN_OR_RETURN(spec.dtype, ParseEngineDtype(absl::GetFlag(FLAGS_dtype)));
+  spec.devices = {absl::GetFlag(FLAGS_device)};
+  spec.cpu_threads = absl::GetFlag(FLAGS_threads);
+  // A batch holds at least one input, which may alone be longer than --batch_tokens.
+  spec.max_batch_tokens = std::max<int64_t>(batch_tokens, truncation.max_length);
+  DFLASH_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Engine>> engines,
+                          CreateEngines(spec, std::move(checkpoint)));
+  Engine& engine = *engines.front();
+  const ModelConfig& config = engine.config();
   DFLASH_ASSIGN_OR_RETURN(const ScoreFunction score_function, ChosenScoreFunction(config));
   const bool jsonl = absl::GetFlag(FLAGS_format) == "jsonl";
   if (!jsonl && absl::GetFlag(FLAGS_format) != "text") {
@@ -162,10 +179,9 @@ absl::Status Run() {
   if (!jsonl) {
     std::cout << "model: " << model_dir << " (" << HeadKindName(config.head) << ", "
               << config.num_hidden_layers << " layers, hidden " << config.hidden_size
-              << ", backend " << engine->Info().backend << ")\n";
+              << ", backend " << engine.Info().backend << ")\n";
   }
 
-  const int batch_tokens = std::max(1, absl::GetFlag(FLAGS_batch_tokens));
   size_t next = 0;
   while (next < inputs.size()) {
     // Pack inputs until the token budget is reached (always at least one).
@@ -189,7 +205,7 @@ absl::Status Run() {
       encodings.push_back(*std::move(encoding));
       ++next;
     }
-    DFLASH_ASSIGN_OR_RETURN(BatchOutput output, engine->Run(batch, run_options));
+    DFLASH_ASSIGN_OR_RETURN(BatchOutput output, engine.Run(batch, run_options));
     if (inputs.size() > 100) {
       std::cerr << "dflash-classify: " << next << "/" << inputs.size() << " inputs\n";
     }
@@ -252,9 +268,11 @@ absl::Status Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Runs a DeBERTa-v2/v3 checkpoint on texts with the CPU engine and prints its scores.\n"
+      "Runs a DeBERTa-v2/v3 checkpoint on texts with the CPU or CUDA engine and prints its "
+      "scores.\n"
       "Usage: dflash-classify --model=DIR --text=\"...\" [--text_pair=\"...\"]\n"
       "       dflash-classify --model=DIR --input=inputs.jsonl --format=jsonl\n"
+      "       dflash-classify --model=DIR --text=\"...\" --backend=cuda [--dtype=float32]\n"
       "Sequence classifiers print label scores, token classifiers per-token labels, encoder-only "
       "models sentence embeddings.");
   absl::ParseCommandLine(argc, argv);

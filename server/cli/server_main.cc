@@ -30,9 +30,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
 #include "dflash_revision.h"  // Generated: DFLASH_REVISION (cmake/DflashRevision.cmake).
-#include "engine/common/logging.h"
-#include "engine/common/status_macros.h"
 #include "server/cli/config_override_flag.h"
 #include "server/config/server_config.h"
 #include "server/service/serving_runtime.h"

@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace dflash::serving {
 namespace {

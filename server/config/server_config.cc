@@ -20,8 +20,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "engine/common/read_file.h"
-#include "engine/common/status_macros.h"
+#include "common/choice_names.h"
+#include "common/read_file.h"
+#include "common/status_macros.h"
 #include "server/config/config_overrides.h"
 #include "server/config/server_config_validation.h"
 #include "server/config/yaml_fields.h"
@@ -70,33 +71,6 @@ constexpr std::array<std::pair<absl::string_view, ModelTask>, 6> kTasks = {{
     {"embed", ModelTask::kEmbed},
     {"token_classify", ModelTask::kTokenClassify},
 }};
-constexpr std::array<std::pair<absl::string_view, BackendChoice>, 4> kBackends = {{
-    {"auto", BackendChoice::kAuto},
-    {"cpu", BackendChoice::kCpu},
-    {"cuda", BackendChoice::kCuda},
-    {"null", BackendChoice::kNull},
-}};
-constexpr std::array<std::pair<absl::string_view, TuningMode>, 4> kTuningModes = {{
-    {"heuristic", TuningMode::kHeuristic},
-    {"profile", TuningMode::kProfile},
-    {"profile_only", TuningMode::kProfileOnly},
-    {"autotune", TuningMode::kAutotune},
-}};
-constexpr std::array<std::pair<absl::string_view, DtypeChoice>, 4> kDtypes = {{
-    {"auto", DtypeChoice::kAuto},
-    {"float32", DtypeChoice::kFloat32},
-    {"float16", DtypeChoice::kFloat16},
-    {"bfloat16", DtypeChoice::kBfloat16},
-}};
-
-template <typename Enum, size_t N>
-absl::string_view NameOf(const std::array<std::pair<absl::string_view, Enum>, N>& choices,
-                         Enum value) {
-  for (const auto& [name, choice] : choices) {
-    if (choice == value) return name;
-  }
-  return "?";
-}
 
 // Turns the YAML tree into the struct: types, unknown and duplicate keys, path resolution. Range
 // and cross-field checks come after, on the struct (server_config_validation.h).
@@ -203,8 +177,9 @@ class ConfigReader {
                               "has no value (a bare null is YAML's 'nothing'): write auto, cpu or "
                               "cuda, or \"null\" in quotes for the null engine");
     }
-    DFLASH_ASSIGN_OR_RETURN(model.backend, map.Choice("backend", kBackends, model.backend));
-    DFLASH_ASSIGN_OR_RETURN(model.dtype, map.Choice("dtype", kDtypes, model.dtype));
+    DFLASH_ASSIGN_OR_RETURN(model.backend,
+                            map.Choice("backend", kEngineBackendNames, model.backend));
+    DFLASH_ASSIGN_OR_RETURN(model.dtype, map.Choice("dtype", kEngineDtypeNames, model.dtype));
     DFLASH_ASSIGN_OR_RETURN(model.allow_tf32, map.Bool("allow_tf32", model.allow_tf32));
     DFLASH_ASSIGN_OR_RETURN(const std::vector<YamlValue> devices, map.List("devices"));
     for (const YamlValue& device : devices) {
@@ -216,7 +191,7 @@ class ConfigReader {
                             map.Int("max_input_length", model.max_input_length));
     DFLASH_ASSIGN_OR_RETURN(model.truncate, map.Bool("truncate", model.truncate));
     DFLASH_ASSIGN_OR_RETURN(model.tuning_mode,
-                            map.Choice("tuning_mode", kTuningModes, model.tuning_mode));
+                            map.Choice("tuning_mode", kTuningModeNames, model.tuning_mode));
     DFLASH_ASSIGN_OR_RETURN(model.tuning_profile,
                             map.String("tuning_profile", model.tuning_profile));
     if (model.tuning_profile != "auto" && model.tuning_profile != "none") {
@@ -412,10 +387,7 @@ absl::StatusOr<ServerConfig> ParseTreeCatching(YAML::Node root,
 
 }  // namespace
 
-absl::string_view ModelTaskName(ModelTask task) { return NameOf(kTasks, task); }
-absl::string_view BackendChoiceName(BackendChoice backend) { return NameOf(kBackends, backend); }
-absl::string_view DtypeChoiceName(DtypeChoice dtype) { return NameOf(kDtypes, dtype); }
-absl::string_view TuningModeName(TuningMode mode) { return NameOf(kTuningModes, mode); }
+absl::string_view ModelTaskName(ModelTask task) { return ChoiceName(kTasks, task); }
 
 absl::StatusOr<ServerConfig> ParseServerConfig(absl::string_view yaml,
                                                const std::filesystem::path& base_dir,

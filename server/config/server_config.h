@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "engine/engine_spec.h"
 
 namespace dflash::serving {
 
@@ -71,25 +72,17 @@ struct RequestLimitsConfig {
 };
 
 enum class ModelTask { kAuto, kClassify, kZeroShot, kRerank, kEmbed, kTokenClassify };
-// kNull computes nothing and returns zeros: it measures what the server itself costs per request.
-// YAML reads a bare null as "no value", so the file spells it "null" in quotes.
-enum class BackendChoice { kAuto, kCpu, kCuda, kNull };
-enum class DtypeChoice { kAuto, kFloat32, kFloat16, kBfloat16 };
-// How the CUDA engine picks attention kernel variants (engine/tuning/attention_tuner.h).
-enum class TuningMode { kHeuristic, kProfile, kProfileOnly, kAutotune };
 
-// The spellings used in the YAML file ("zero_shot", "cuda", "bfloat16", "null").
+// The spellings used in the YAML file ("zero_shot"); those of the engine's choices (backend,
+// dtype, tuning_mode) are the engine's own (engine/engine_spec.h).
 absl::string_view ModelTaskName(ModelTask task);
-absl::string_view BackendChoiceName(BackendChoice backend);
-absl::string_view DtypeChoiceName(DtypeChoice dtype);
-absl::string_view TuningModeName(TuningMode mode);
 
 struct ModelEntry {
   std::string name;              // Served model id: [A-Za-z0-9._-]+, unique.
   std::filesystem::path path;    // Checkpoint directory; absolute once loaded.
   std::vector<ModelTask> tasks;  // Empty: derived from the checkpoint.
-  BackendChoice backend = BackendChoice::kAuto;
-  DtypeChoice dtype = DtypeChoice::kAuto;
+  EngineBackend backend = EngineBackend::kAuto;
+  EngineDtype dtype = EngineDtype::kAuto;
   std::vector<int> devices;  // CUDA device ordinals; empty: device 0.
   // dtype float32 on CUDA only: TF32 tensor cores for the GEMMs and attention (about 1e-3
   // relative error) instead of strict float32 (CudaEngine::Options::allow_tf32).

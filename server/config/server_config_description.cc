@@ -53,7 +53,7 @@ std::string DescribeModel(const ModelEntry& model) {
   std::string text = absl::StrCat("model '", model.name, "': ", model.path.string(), "\n");
   absl::StrAppend(
       &text, "    tasks ", tasks.empty() ? "from the checkpoint" : absl::StrJoin(tasks, ", "),
-      ", backend ", BackendChoiceName(model.backend), ", dtype ", DtypeChoiceName(model.dtype),
+      ", backend ", EngineBackendName(model.backend), ", dtype ", EngineDtypeName(model.dtype),
       model.allow_tf32 ? " (TF32 allowed)" : "", ", devices ",
       model.devices.empty() ? "[0]" : absl::StrCat("[", absl::StrJoin(model.devices, ", "), "]"),
       ", CPU threads ", model.cpu_threads == 0 ? "all cores" : absl::StrCat(model.cpu_threads),

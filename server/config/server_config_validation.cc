@@ -10,7 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace dflash::serving {
 namespace {
@@ -227,22 +227,22 @@ absl::Status CheckModel(const ModelEntry& model, const std::string& path,
                              absl::StrCat("device ", model.devices[i], " is listed twice"));
     }
   }
-  if (model.backend == BackendChoice::kCpu && !model.devices.empty()) {
+  if (model.backend == EngineBackend::kCpu && !model.devices.empty()) {
     return locations.Error(ChildPath(path, "devices"),
                            "lists CUDA devices but backend is cpu: remove devices, or set "
                            "backend: cuda (or auto)");
   }
-  if (model.backend == BackendChoice::kCpu &&
-      (model.dtype == DtypeChoice::kFloat16 || model.dtype == DtypeChoice::kBfloat16)) {
+  if (model.backend == EngineBackend::kCpu &&
+      (model.dtype == EngineDtype::kFloat16 || model.dtype == EngineDtype::kBfloat16)) {
     return locations.Error(
         ChildPath(path, "dtype"),
-        absl::StrCat("the CPU backend computes in float32, not ", DtypeChoiceName(model.dtype),
+        absl::StrCat("the CPU backend computes in float32, not ", EngineDtypeName(model.dtype),
                      ": set dtype: float32 (or auto), or backend: cuda"));
   }
-  if (model.allow_tf32 && model.dtype != DtypeChoice::kFloat32) {
+  if (model.allow_tf32 && model.dtype != EngineDtype::kFloat32) {
     return locations.Error(
         ChildPath(path, "allow_tf32"),
-        absl::StrCat("applies to dtype float32 only, not ", DtypeChoiceName(model.dtype),
+        absl::StrCat("applies to dtype float32 only, not ", EngineDtypeName(model.dtype),
                      ": set dtype: float32, or remove allow_tf32"));
   }
   DFLASH_RETURN_IF_ERROR(

@@ -1,7 +1,7 @@
 #include "server/http/cohere_rerank.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/http/http_errors.h"
 #include "server/http/json_body.h"
 #include "server/http/json_number.h"

@@ -1,8 +1,8 @@
 #include "server/http/json_body.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
-#include "engine/model/json_document.h"
+#include "common/json_document.h"
+#include "common/status_macros.h"
 #include "server/http/http_errors.h"
 
 namespace dflash::http {

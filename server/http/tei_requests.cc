@@ -2,7 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/http/http_errors.h"
 #include "server/http/json_body.h"
 

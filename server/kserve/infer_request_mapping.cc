@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/kserve/model_signature.h"
 #include "server/kserve/tensor_codec.h"
 #include "server/service/request_options.h"

@@ -7,7 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/logging.h"
+#include "common/logging.h"
 
 namespace dflash::microhttpd {
 

@@ -7,7 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace dflash::serving {
 

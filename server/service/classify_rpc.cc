@@ -1,7 +1,7 @@
 // Classify: each input (a text or a text pair) is one model sequence; its logits become label
 // scores.
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/service/inference_pipeline.h"
 #include "server/service/label_ranking.h"
 

@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/logging.h"
-#include "engine/common/status_macros.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
 
 namespace dflash::serving {
 namespace {

@@ -3,7 +3,7 @@
 #include <functional>
 #include <string>
 
-#include "engine/common/logging.h"
+#include "common/logging.h"
 #include "server/service/stream_call.h"
 #include "server/service/unary_call.h"
 

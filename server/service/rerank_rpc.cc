@@ -1,7 +1,7 @@
 // Rerank: each (query, document) pair is one cross-encoder sequence. The query is tokenized once
 // and its tokens are reused in every pair.
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/service/inference_pipeline.h"
 #include "server/service/label_ranking.h"
 

@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/logging.h"
-#include "engine/common/status_macros.h"
-#include "server/service/engine_factory.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "engine/engine_factory.h"
 #include "server/tokenizer/tokenizer_loader.h"
 
 namespace dflash::serving {
@@ -36,6 +36,22 @@ int WarmUpSequenceLength(int max_length, const BatchingConfig& batching) {
   return std::min(max_length, std::max(kWarmUpMaxSequenceLength, filling));
 }
 
+// What the engine factory builds for `entry`: its engine choices, and its batches as the largest.
+EngineSpec EngineSpecOf(const ModelEntry& entry) {
+  EngineSpec spec;
+  spec.model_name = entry.name;
+  spec.backend = entry.backend;
+  spec.dtype = entry.dtype;
+  spec.devices = entry.devices;
+  spec.allow_tf32 = entry.allow_tf32;
+  spec.cpu_threads = entry.cpu_threads;
+  spec.max_batch_tokens = entry.batching.max_batch_tokens;
+  spec.max_batch_sequences = entry.batching.max_batch_sequences;
+  spec.tuning_mode = entry.tuning_mode;
+  spec.tuning_profile = entry.tuning_profile;
+  return spec;
+}
+
 }  // namespace
 
 std::vector<EngineInfo> ServedModel::engine_infos() const {
@@ -61,7 +77,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(
   ModelConfig config = checkpoint.config;
   EmbeddingConfig embedding = checkpoint.embedding;
   DFLASH_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<Engine>> engines,
-                          CreateEngines(entry, std::move(checkpoint)));
+                          CreateEngines(EngineSpecOf(entry), std::move(checkpoint)));
   return Create(entry, std::move(config), embedding, std::move(tokenizer), std::move(engines),
                 std::move(observer));
 }

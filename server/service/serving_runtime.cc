@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/logging.h"
-#include "engine/common/read_file.h"
-#include "engine/common/status_macros.h"
+#include "common/logging.h"
+#include "common/read_file.h"
+#include "common/status_macros.h"
 #include "server/http/http_errors.h"
 
 namespace dflash::serving {

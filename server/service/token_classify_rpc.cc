@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/scoring/token_aggregation.h"
 #include "server/service/inference_pipeline.h"
 

@@ -2,7 +2,7 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/service/inference_pipeline.h"
 
 namespace dflash::serving {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/logging.h"
+#include "common/logging.h"
 #include "google/protobuf/stubs/logging.h"
 
 namespace dflash::serving {

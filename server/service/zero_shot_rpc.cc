@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/service/inference_pipeline.h"
 #include "server/service/label_ranking.h"
 

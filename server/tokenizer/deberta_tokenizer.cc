@@ -6,8 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/logging.h"
-#include "engine/common/status_macros.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
 #include "server/tokenizer/encoding_template.h"
 #include "server/tokenizer/unicode_text.h"
 

@@ -2,7 +2,7 @@
 
 #include <optional>
 
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace dflash {
 

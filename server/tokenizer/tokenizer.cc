@@ -2,7 +2,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/tokenizer/encoding_template.h"
 #include "server/tokenizer/unicode_text.h"
 

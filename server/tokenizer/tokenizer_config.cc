@@ -7,9 +7,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/read_file.h"
-#include "engine/common/status_macros.h"
-#include "engine/model/json_document.h"
+#include "common/json_document.h"
+#include "common/read_file.h"
+#include "common/status_macros.h"
 
 namespace dflash {
 namespace {

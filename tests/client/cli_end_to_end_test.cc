@@ -18,13 +18,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "client/cli_channel.h"
+#include "client/cli_flags.h"
+#include "client/cli_run.h"
 #include "dflash/v1/dflash.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "server/client/cli_channel.h"
-#include "server/client/cli_flags.h"
-#include "server/client/cli_run.h"
 
-namespace dflash::cli {
+namespace dflash::client {
 namespace {
 
 namespace v1 = dflash::v1;
@@ -534,4 +534,4 @@ TEST(CliTls, MutualTlsWithAPrivateCaAndAServerNameOverride) {
 }
 
 }  // namespace
-}  // namespace dflash::cli
+}  // namespace dflash::client

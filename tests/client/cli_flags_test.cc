@@ -1,6 +1,6 @@
 // dflash-cli's command line: the subcommand, flag syntax, per-command flag sets, typed values,
 // combinations that are usage errors, and the help text.
-#include "server/client/cli_flags.h"
+#include "client/cli_flags.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
-namespace dflash::cli {
+namespace dflash::client {
 namespace {
 
 namespace v1 = dflash::v1;
@@ -240,4 +240,4 @@ TEST(CliFlags, TokensTakesAnAggregationAndLabelsToIgnore) {
 }
 
 }  // namespace
-}  // namespace dflash::cli
+}  // namespace dflash::client

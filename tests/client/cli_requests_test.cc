@@ -1,6 +1,6 @@
 // dflash-cli's requests: JSONL parsing (with line-numbered errors), inputs from flags, files and
 // stdin, and the request messages, chunked by --batch, that carry every option.
-#include "server/client/cli_requests.h"
+#include "client/cli_requests.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace dflash::cli {
+namespace dflash::client {
 namespace {
 
 namespace v1 = dflash::v1;
@@ -317,4 +317,4 @@ TEST(CliRequests, InfoAndHealth) {
 }
 
 }  // namespace
-}  // namespace dflash::cli
+}  // namespace dflash::client

@@ -18,7 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/half_precision.h"
 #include "engine/null/null_engine.h"
@@ -98,7 +98,7 @@ ModelEntry TestModelEntry(std::string name, fs::path path, int max_batch_tokens)
   ModelEntry entry;
   entry.name = std::move(name);
   entry.path = std::move(path);
-  entry.backend = serving::BackendChoice::kCpu;
+  entry.backend = EngineBackend::kCpu;
   entry.cpu_threads = 1;
   entry.max_input_length = kMaxInputLength;
   entry.batching.max_batch_tokens = max_batch_tokens;

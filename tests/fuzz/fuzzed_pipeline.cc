@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "absl/status/statusor.h"
-#include "engine/common/logging.h"
+#include "common/logging.h"
 #include "server/service/served_model.h"
 
 namespace dflash::fuzz {
@@ -23,7 +23,7 @@ FuzzedPipeline* ServeOnNullEngine(const std::filesystem::path& model_dir,
   serving::ModelEntry entry;
   entry.name = "demo";
   entry.path = model_dir;
-  entry.backend = serving::BackendChoice::kNull;
+  entry.backend = EngineBackend::kNull;
   entry.max_input_length = 64;
   entry.batching.max_batch_tokens = 512;
   entry.limits.max_inputs = 8;

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "engine/common/logging.h"
-#include "engine/model/json_document.h"
+#include "common/json_document.h"
+#include "common/logging.h"
 #include "engine/model/model_config.h"
 #include "engine/model/relative_position.h"
 

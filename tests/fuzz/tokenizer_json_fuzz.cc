@@ -13,7 +13,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "engine/common/logging.h"
+#include "common/logging.h"
 #include "server/tokenizer/tokenizer_json/json_tokenizer.h"
 #include "server/tokenizer/unicode_text.h"
 

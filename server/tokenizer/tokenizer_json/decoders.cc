@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/tokenizer/unicode_text.h"
 
 namespace dflash::tokenizer_json {

@@ -1,7 +1,7 @@
 #include "server/tokenizer/tokenizer_json/json_node.h"
 
 #include "absl/strings/str_cat.h"
-#include "engine/model/json_document.h"
+#include "common/json_document.h"
 
 namespace dflash::tokenizer_json {
 namespace {

@@ -8,10 +8,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/logging.h"
-#include "engine/common/read_file.h"
-#include "engine/common/status_macros.h"
-#include "engine/model/json_document.h"
+#include "common/json_document.h"
+#include "common/logging.h"
+#include "common/read_file.h"
+#include "common/status_macros.h"
 #include "server/tokenizer/unicode_text.h"
 
 namespace dflash {

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 #include "server/tokenizer/tokenizer_json/unicode_properties.h"
 #include "server/tokenizer/unicode_text.h"
 

@@ -3,7 +3,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 
 namespace dflash::tokenizer_json {
 namespace {

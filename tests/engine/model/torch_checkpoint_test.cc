@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/read_file.h"
+#include "common/read_file.h"
 #include "engine/model/pickle_reader.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/zip_archive.h"

@@ -346,15 +346,6 @@ TEST(ProfileMatchTest, ExactThenSameMajorToolkitElseNone) {
   EXPECT_EQ(MatchTuningProfile(profiles, ada, &why), nullptr);
 }
 
-TEST(TuningModeTest, ParsesTheFourNames) {
-  EXPECT_EQ(*ParseTuningMode("heuristic"), TuningMode::kHeuristic);
-  EXPECT_EQ(*ParseTuningMode("profile"), TuningMode::kProfile);
-  EXPECT_EQ(*ParseTuningMode("profile_only"), TuningMode::kProfileOnly);
-  EXPECT_EQ(*ParseTuningMode("autotune"), TuningMode::kAutotune);
-  EXPECT_FALSE(ParseTuningMode("auto").ok());
-  EXPECT_STREQ(TuningModeName(TuningMode::kProfileOnly), "profile_only");
-}
-
 class TunerTest : public testing::Test {
  protected:
   TunerTest() : index_(V3Positions()) { dir_.Write("h200.yaml", kProfile); }

@@ -99,8 +99,8 @@ TEST(ServerConfigTest, MinimalConfigGetsEveryDefault) {
   EXPECT_EQ(model.name, "m");
   EXPECT_EQ(model.path, "/models/m");
   EXPECT_THAT(model.tasks, IsEmpty());
-  EXPECT_EQ(model.backend, BackendChoice::kAuto);
-  EXPECT_EQ(model.dtype, DtypeChoice::kAuto);
+  EXPECT_EQ(model.backend, EngineBackend::kAuto);
+  EXPECT_EQ(model.dtype, EngineDtype::kAuto);
   EXPECT_FALSE(model.allow_tf32);  // float32 is strict unless the operator opts in.
   EXPECT_THAT(model.devices, IsEmpty());
   EXPECT_EQ(model.cpu_threads, 0);
@@ -198,8 +198,8 @@ models:
   const ModelEntry& model = config->models[0];
   EXPECT_EQ(model.name, "deberta.v3-base_1");
   EXPECT_THAT(model.tasks, ElementsAre(ModelTask::kClassify, ModelTask::kZeroShot));
-  EXPECT_EQ(model.backend, BackendChoice::kCuda);
-  EXPECT_EQ(model.dtype, DtypeChoice::kBfloat16);
+  EXPECT_EQ(model.backend, EngineBackend::kCuda);
+  EXPECT_EQ(model.dtype, EngineDtype::kBfloat16);
   EXPECT_THAT(model.devices, ElementsAre(1, 0));
   EXPECT_EQ(model.cpu_threads, 2);
   EXPECT_EQ(model.max_input_length, 384);
@@ -219,7 +219,7 @@ models:
   EXPECT_EQ(model.limits.max_sequences, 32);
   EXPECT_EQ(model.limits.max_text_bytes, 1024);
   EXPECT_EQ(model.limits.max_request_tokens, 5000);
-  EXPECT_EQ(config->models[1].backend, BackendChoice::kNull);
+  EXPECT_EQ(config->models[1].backend, EngineBackend::kNull);
 }
 
 TEST(ServerConfigTest, ShippedExampleParsesAndValidatesWithTheDocumentedDefaults) {
@@ -687,7 +687,7 @@ TEST(ServerConfigOverridesTest, SetValuesAtAnyDepth) {
   EXPECT_THAT(model.tasks, ElementsAre(ModelTask::kEmbed));
   EXPECT_FALSE(model.truncate);
   // Untouched values keep what the file says.
-  EXPECT_EQ(model.backend, BackendChoice::kCuda);
+  EXPECT_EQ(model.backend, EngineBackend::kCuda);
 }
 
 TEST(ServerConfigOverridesTest, LaterOverridesWinAndReplaceFileValues) {
@@ -702,8 +702,8 @@ TEST(ServerConfigOverridesTest, SelectModelsByNameEvenWithDots) {
       "models:\n  - name: deberta.v3\n    path: /a\n  - name: deberta.v3.large\n    path: /b\n",
       {"models.deberta.v3.large.backend=cpu", "models.deberta.v3.backend=cuda"});
   ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->models[0].backend, BackendChoice::kCuda);
-  EXPECT_EQ(config->models[1].backend, BackendChoice::kCpu);
+  EXPECT_EQ(config->models[0].backend, EngineBackend::kCuda);
+  EXPECT_EQ(config->models[1].backend, EngineBackend::kCpu);
 }
 
 TEST(ServerConfigOverridesTest, IndexOnePastTheEndAppendsAModel) {
@@ -729,7 +729,7 @@ TEST(ServerConfigOverridesTest, EmptyValueIsTheEmptyStringAndNullIsTheWord) {
       Parse(ModelYaml(), {"server.metrics_listen=", "models.0.backend=null"});
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->metrics_listen, "");
-  EXPECT_EQ(config->models[0].backend, BackendChoice::kNull);
+  EXPECT_EQ(config->models[0].backend, EngineBackend::kNull);
   const absl::StatusOr<ServerConfig> quoted = Parse(ModelYaml(), {"server.metrics_listen=\"\""});
   ASSERT_TRUE(quoted.ok()) << quoted.status();
   EXPECT_EQ(quoted->metrics_listen, "");
@@ -790,7 +790,7 @@ TEST(ServerConfigForModelTest, ServesOneDirectoryWithDefaults) {
   ASSERT_TRUE(config.ok()) << config.status();
   EXPECT_EQ(config->models[0].name, "demo");
   EXPECT_EQ(config->listen, "127.0.0.1:0");
-  EXPECT_EQ(config->models[0].backend, BackendChoice::kCpu);
+  EXPECT_EQ(config->models[0].backend, EngineBackend::kCpu);
 
   ExpectInvalid(ServerConfigForModel("/m", "bad name"), {"models[0].name", "letters, digits"});
   ExpectInvalid(ServerConfigForModel("/m", "demo", {"models.0.backend=gpu"}),

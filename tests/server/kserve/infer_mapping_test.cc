@@ -27,7 +27,7 @@ const serving::ServedModel& DemoModel() {
     serving::ModelEntry entry;
     entry.name = "demo";
     entry.path = DFLASH_DEMO_MODEL_DIR;
-    entry.backend = serving::BackendChoice::kNull;
+    entry.backend = EngineBackend::kNull;
     entry.max_input_length = 64;
     entry.batching.max_batch_tokens = 256;
     absl::StatusOr<std::unique_ptr<serving::ServedModel>> loaded =

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/logging.h"
+#include "common/logging.h"
 
 namespace dflash::microhttpd {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/common/read_file.h"
-#include "engine/model/json_document.h"
+#include "common/json_document.h"
+#include "common/read_file.h"
 #include "gtest/gtest.h"
 #include "server/tokenizer/deberta_tokenizer.h"
 #include "tests/server/scratch_directory.h"

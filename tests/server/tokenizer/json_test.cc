@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "engine/common/read_file.h"
+#include "common/read_file.h"
 #include "server/tokenizer/tokenizer_json/json_tokenizer.h"
 #include "server/tokenizer/tokenizer_loader.h"
 #include "tests/server/scratch_directory.h"

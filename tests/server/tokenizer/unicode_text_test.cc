@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/read_file.h"
+#include "common/read_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -1,4 +1,4 @@
-#include "engine/common/logging.h"
+#include "common/logging.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 

@@ -1,4 +1,4 @@
-#include "server/client/cli_channel.h"
+#include "client/cli_channel.h"
 
 #include <cstdlib>
 #include <utility>
@@ -6,10 +6,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "engine/common/read_file.h"
-#include "engine/common/status_macros.h"
+#include "common/read_file.h"
+#include "common/status_macros.h"
 
-namespace dflash::cli {
+namespace dflash::client {
 namespace {
 
 absl::StatusOr<std::string> ReadPem(absl::string_view flag, const std::string& path) {
@@ -77,4 +77,4 @@ void PrepareContext(const CliArgs& args, const std::optional<std::string>& api_k
   if (api_key.has_value()) context.AddMetadata("authorization", absl::StrCat("Bearer ", *api_key));
 }
 
-}  // namespace dflash::cli
+}  // namespace dflash::client

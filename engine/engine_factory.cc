@@ -1,4 +1,4 @@
-#include "server/service/engine_factory.h"
+#include "engine/engine_factory.h"
 
 #include <cstdlib>
 #include <utility>
@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "engine/common/logging.h"
-#include "engine/common/status_macros.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/null/null_engine.h"
 #if DFLASH_WITH_CUDA_ENGINE
@@ -15,7 +15,7 @@
 #include "engine/cuda/cuda_engine.h"
 #endif
 
-namespace dflash::serving {
+namespace dflash {
 namespace {
 
 using Engines = std::vector<std::unique_ptr<Engine>>;
@@ -39,54 +39,41 @@ absl::StatusOr<absl::Duration> NullEngineTestDelay() {
   return delay;
 }
 
-absl::StatusOr<Engines> CreateCpuEngine(const ModelEntry& entry, Checkpoint checkpoint) {
-  if (entry.dtype == DtypeChoice::kFloat16 || entry.dtype == DtypeChoice::kBfloat16) {
+absl::StatusOr<Engines> CreateCpuEngine(const EngineSpec& spec, Checkpoint checkpoint) {
+  if (spec.dtype == EngineDtype::kFloat16 || spec.dtype == EngineDtype::kBfloat16) {
     return absl::FailedPreconditionError(
-        absl::StrCat("model '", entry.name,
+        absl::StrCat("model '", spec.model_name,
                      "': the CPU engine computes in float32 only; use dtype: auto or float32"));
   }
   Engines engines;
   DFLASH_ASSIGN_OR_RETURN(
       std::unique_ptr<CpuEngine> engine,
-      CpuEngine::Create(std::move(checkpoint), CpuEngine::Options{entry.cpu_threads}));
+      CpuEngine::Create(std::move(checkpoint), CpuEngine::Options{spec.cpu_threads}));
   engines.push_back(std::move(engine));
   return engines;
 }
 
 #if DFLASH_WITH_CUDA_ENGINE
-absl::StatusOr<Engines> CreateCudaEngines(const ModelEntry& entry, Checkpoint checkpoint) {
+absl::StatusOr<Engines> CreateCudaEngines(const EngineSpec& spec, Checkpoint checkpoint) {
   cuda::CudaEngine::Options options;
-  switch (entry.dtype) {
-    case DtypeChoice::kAuto:  // DeBERTa-v3 was trained in fp16; bf16 loses decision parity.
-    case DtypeChoice::kFloat16:
+  switch (spec.dtype) {
+    case EngineDtype::kAuto:  // DeBERTa-v3 was trained in fp16; bf16 loses decision parity.
+    case EngineDtype::kFloat16:
       options.dtype = kernels::DataType::kFloat16;
       break;
-    case DtypeChoice::kBfloat16:
+    case EngineDtype::kBfloat16:
       options.dtype = kernels::DataType::kBFloat16;
       break;
-    case DtypeChoice::kFloat32:
+    case EngineDtype::kFloat32:
       options.dtype = kernels::DataType::kFloat32;
       break;
   }
-  switch (entry.tuning_mode) {
-    case TuningMode::kHeuristic:
-      options.tuning.mode = tuning::TuningMode::kHeuristic;
-      break;
-    case TuningMode::kProfile:
-      options.tuning.mode = tuning::TuningMode::kProfile;
-      break;
-    case TuningMode::kProfileOnly:
-      options.tuning.mode = tuning::TuningMode::kProfileOnly;
-      break;
-    case TuningMode::kAutotune:
-      options.tuning.mode = tuning::TuningMode::kAutotune;
-      break;
-  }
-  options.tuning.profile = entry.tuning_profile;
-  options.allow_tf32 = entry.allow_tf32;
-  options.max_batch_tokens = entry.batching.max_batch_tokens;
-  options.max_batch_sequences = entry.batching.max_batch_sequences;
-  const std::vector<int> devices = entry.devices.empty() ? std::vector<int>{0} : entry.devices;
+  options.tuning.mode = spec.tuning_mode;
+  options.tuning.profile = spec.tuning_profile;
+  options.allow_tf32 = spec.allow_tf32;
+  options.max_batch_tokens = spec.max_batch_tokens;
+  options.max_batch_sequences = spec.max_batch_sequences;
+  const std::vector<int> devices = spec.devices.empty() ? std::vector<int>{0} : spec.devices;
   Engines engines;
   for (size_t i = 0; i < devices.size(); ++i) {
     options.device = devices[i];
@@ -96,8 +83,8 @@ absl::StatusOr<Engines> CreateCudaEngines(const ModelEntry& entry, Checkpoint ch
         cuda::CudaEngine::Create(std::move(copy), options);
     if (!engine.ok()) {
       return absl::Status(engine.status().code(),
-                          absl::StrCat("model '", entry.name, "' on CUDA device ", devices[i], ": ",
-                                       engine.status().message()));
+                          absl::StrCat("model '", spec.model_name, "' on CUDA device ", devices[i],
+                                       ": ", engine.status().message()));
     }
     engines.push_back(*std::move(engine));
   }
@@ -109,51 +96,50 @@ absl::StatusOr<Engines> CreateCudaEngines(const ModelEntry& entry, Checkpoint ch
 
 bool CudaEngineBuilt() { return DFLASH_WITH_CUDA_ENGINE != 0; }
 
-absl::StatusOr<Engines> CreateEngines(const ModelEntry& entry, Checkpoint checkpoint) {
-  switch (entry.backend) {
-    case BackendChoice::kNull: {
-      Log().warn("model '{}' uses the null engine: every output is zero", entry.name);
+absl::StatusOr<Engines> CreateEngines(const EngineSpec& spec, Checkpoint checkpoint) {
+  switch (spec.backend) {
+    case EngineBackend::kNull: {
+      Log().warn("model '{}' uses the null engine: every output is zero", spec.model_name);
       DFLASH_ASSIGN_OR_RETURN(const absl::Duration delay, NullEngineTestDelay());
       Engines engines;
       engines.push_back(std::make_unique<NullEngine>(checkpoint.config, delay));
       return engines;
     }
-    case BackendChoice::kCpu:
-      return CreateCpuEngine(entry, std::move(checkpoint));
-    case BackendChoice::kCuda:
+    case EngineBackend::kCpu:
+      return CreateCpuEngine(spec, std::move(checkpoint));
+    case EngineBackend::kCuda:
 #if DFLASH_WITH_CUDA_ENGINE
-      return CreateCudaEngines(entry, std::move(checkpoint));
+      return CreateCudaEngines(spec, std::move(checkpoint));
 #else
       return absl::FailedPreconditionError(absl::StrCat(
-          "model '", entry.name,
+          "model '", spec.model_name,
           "': backend cuda is not available: this binary was built without a CUDA toolkit; use "
           "backend: cpu or auto"));
 #endif
-    case BackendChoice::kAuto:
+    case EngineBackend::kAuto:
       break;
   }
 #if DFLASH_WITH_CUDA_ENGINE
   absl::StatusOr<int> usable = cuda::CountUsableCudaDevices();
   if (usable.ok()) {
     Log().info("model '{}': backend auto chose cuda ({} usable device(s); serving on {})",
-               entry.name, *usable,
-               entry.devices.empty()
-                   ? std::string("device 0")
-                   : absl::StrCat("devices ", absl::StrJoin(entry.devices, ", ")));
-    return CreateCudaEngines(entry, std::move(checkpoint));
+               spec.model_name, *usable,
+               spec.devices.empty() ? std::string("device 0")
+                                    : absl::StrCat("devices ", absl::StrJoin(spec.devices, ", ")));
+    return CreateCudaEngines(spec, std::move(checkpoint));
   }
   const std::string reason(usable.status().message());
 #else
   const std::string reason = "this binary was built without a CUDA toolkit";
 #endif
-  Log().info("model '{}': backend auto chose cpu ({})", entry.name, reason);
-  ModelEntry cpu_entry = entry;
-  if (cpu_entry.dtype != DtypeChoice::kFloat32 && cpu_entry.dtype != DtypeChoice::kAuto) {
+  Log().info("model '{}': backend auto chose cpu ({})", spec.model_name, reason);
+  EngineSpec cpu_spec = spec;
+  if (cpu_spec.dtype != EngineDtype::kFloat32 && cpu_spec.dtype != EngineDtype::kAuto) {
     Log().warn("model '{}': dtype {} needs the CUDA engine; the CPU engine computes float32",
-               entry.name, DtypeChoiceName(entry.dtype));
-    cpu_entry.dtype = DtypeChoice::kFloat32;
+               spec.model_name, EngineDtypeName(spec.dtype));
+    cpu_spec.dtype = EngineDtype::kFloat32;
   }
-  return CreateCpuEngine(cpu_entry, std::move(checkpoint));
+  return CreateCpuEngine(cpu_spec, std::move(checkpoint));
 }
 
-}  // namespace dflash::serving
+}  // namespace dflash

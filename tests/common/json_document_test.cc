@@ -1,5 +1,5 @@
-// engine/model/json_document.{h,cc}: strict parsing and typed field access.
-#include "engine/model/json_document.h"
+// common/json_document.{h,cc}: strict parsing and typed field access.
+#include "common/json_document.h"
 
 #include <string>
 #include <vector>

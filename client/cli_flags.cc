@@ -1,4 +1,4 @@
-#include "server/client/cli_flags.h"
+#include "client/cli_flags.h"
 
 #include <array>
 #include <set>
@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 
-namespace dflash::cli {
+namespace dflash::client {
 namespace {
 
 namespace v1 = dflash::v1;
@@ -682,4 +682,4 @@ std::string HelpText(std::optional<Command> command) {
   return out;
 }
 
-}  // namespace dflash::cli
+}  // namespace dflash::client

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace dflash::cli {
+namespace dflash::client {
 
 // Runs dflash-cli with `args` (the arguments after the program name): reads --input "-" from
 // `in`, writes one JSON document per call to `out` and help to `out`, and one-line errors to
@@ -14,4 +14,4 @@ namespace dflash::cli {
 int RunCli(const std::vector<std::string>& args, std::istream& in, std::ostream& out,
            std::ostream& err);
 
-}  // namespace dflash::cli
+}  // namespace dflash::client

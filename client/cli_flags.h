@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "dflash/v1/dflash.pb.h"
 
-namespace dflash::cli {
+namespace dflash::client {
 
 // The subcommands; each is one RPC.
 enum class Command { kClassify, kZeroShot, kRerank, kEmbed, kTokenize, kTokens, kInfo, kHealth };
@@ -90,4 +90,4 @@ absl::StatusOr<CliArgs> ParseArgs(const std::vector<std::string>& args);
 // The overview (no command) or one command's help: flags and examples.
 std::string HelpText(std::optional<Command> command);
 
-}  // namespace dflash::cli
+}  // namespace dflash::client

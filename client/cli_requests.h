@@ -9,11 +9,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "client/cli_flags.h"
 #include "dflash/v1/dflash.pb.h"
 #include "grpc/health/v1/health.pb.h"
-#include "server/client/cli_flags.h"
 
-namespace dflash::cli {
+namespace dflash::client {
 
 // One input: a text (or document) and, for pairs, its second text.
 struct InputRecord {
@@ -61,4 +61,4 @@ absl::StatusOr<std::vector<dflash::v1::TokenClassifyRequest>> BuildTokenClassify
 dflash::v1::InfoRequest BuildInfoRequest(const CliArgs& args);
 grpc::health::v1::HealthCheckRequest BuildHealthRequest(const CliArgs& args);
 
-}  // namespace dflash::cli
+}  // namespace dflash::client

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "server/client/cli_flags.h"
+#include "client/cli_flags.h"
 
-namespace dflash::cli {
+namespace dflash::client {
 
 // The environment variable holding the API key when --api_key is not given.
 inline constexpr char kApiKeyEnv[] = "DFLASH_API_KEY";
@@ -28,4 +28,4 @@ absl::StatusOr<std::optional<std::string>> ResolveApiKey(const CliArgs& args);
 void PrepareContext(const CliArgs& args, const std::optional<std::string>& api_key,
                     grpc::ClientContext& context);
 
-}  // namespace dflash::cli
+}  // namespace dflash::client

@@ -1,4 +1,4 @@
-#include "engine/model/json_document.h"
+#include "common/json_document.h"
 
 #include <algorithm>
 #include <set>

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "server/client/cli_run.h"
+#include "client/cli_run.h"
 
 int main(int argc, char** argv) {
   // gRPC logs failures such as a refused TLS handshake on stderr by itself; the CLI reports every
@@ -15,5 +15,5 @@ int main(int argc, char** argv) {
     gpr_set_log_function([](gpr_log_func_args*) {});
   }
   const std::vector<std::string> args(argv + 1, argv + argc);
-  return dflash::cli::RunCli(args, std::cin, std::cout, std::cerr);
+  return dflash::client::RunCli(args, std::cin, std::cout, std::cerr);
 }

@@ -1,4 +1,4 @@
-#include "engine/cpu/encoder_prelude.h"
+#include "engine/encoder_prelude.h"
 
 #include "engine/cpu/elementwise.h"
 #include "engine/cpu/gemm.h"

@@ -1,4 +1,4 @@
-#include "engine/common/read_file.h"
+#include "common/read_file.h"
 
 #include <fstream>
 #include <system_error>

@@ -1,4 +1,4 @@
-#include "server/client/cli_run.h"
+#include "client/cli_run.h"
 
 #include <google/protobuf/message.h>
 #include <google/protobuf/util/json_util.h>
@@ -11,13 +11,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "client/cli_channel.h"
+#include "client/cli_flags.h"
+#include "client/cli_requests.h"
 #include "dflash/v1/dflash.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "server/client/cli_channel.h"
-#include "server/client/cli_flags.h"
-#include "server/client/cli_requests.h"
 
-namespace dflash::cli {
+namespace dflash::client {
 namespace {
 
 namespace v1 = dflash::v1;
@@ -188,4 +188,4 @@ int RunCli(const std::vector<std::string>& argv, std::istream& in, std::ostream&
   return kExitUsage;
 }
 
-}  // namespace dflash::cli
+}  // namespace dflash::client

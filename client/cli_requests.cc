@@ -1,4 +1,4 @@
-#include "server/client/cli_requests.h"
+#include "client/cli_requests.h"
 
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
@@ -12,9 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "engine/common/status_macros.h"
+#include "common/status_macros.h"
 
-namespace dflash::cli {
+namespace dflash::client {
 namespace {
 
 namespace v1 = dflash::v1;
@@ -312,4 +312,4 @@ grpc::health::v1::HealthCheckRequest BuildHealthRequest(const CliArgs& args) {
   return request;
 }
 
-}  // namespace dflash::cli
+}  // namespace dflash::client
