@@ -255,6 +255,10 @@ class BatchScheduler::Impl {
   // Prefetched batches not yet taken up by their runner: during shutdown, a runner with nothing to
   // do waits for them, since a retiring engine hands its prefetched batch over to the others.
   int prefetched_batches_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Parts and sequences in batches cut ahead (prefetched or orphaned) that have not started:
+  // QueueStats reports them beside the queue, since they are neither queued nor running.
+  int cut_requests_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t cut_sequences_ ABSL_GUARDED_BY(mutex_) = 0;
   // Runners without a batch (starting, or in WaitAndTakeBatch, woken or not): while one is, the
   // others do not prefetch.
   int idle_runners_ ABSL_GUARDED_BY(mutex_) = 0;
@@ -423,7 +427,8 @@ int BatchScheduler::Impl::AbortQueued(const absl::Status& status) {
 
 BatchScheduler::QueueStats BatchScheduler::Impl::Stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return QueueStats{queue_.requests(), queue_.sequences(), queue_.tokens()};
+  return QueueStats{queue_.requests(), queue_.sequences(), queue_.tokens(), cut_requests_,
+                    cut_sequences_};
 }
 
 int BatchScheduler::Impl::CancelledQueuedRequests() const {
@@ -572,6 +577,8 @@ void BatchScheduler::Impl::Prefetch(Worker& worker, int running_tokens) {
       worker.prefetch.parts = std::move(taken.parts);
       worker.prefetch.tokens = taken.tokens;
       ++prefetched_batches_;
+      cut_requests_ += static_cast<int>(worker.prefetch.parts.size());
+      cut_sequences_ += taken.sequences;
     }
     if (!queue_.empty()) work_available_.notify_one();
   }
@@ -638,6 +645,8 @@ void BatchScheduler::Impl::DropStaleParts(PreparedBatch& batch) {
     std::vector<BatchPart> kept;
     kept.reserve(batch.parts.size());
     for (BatchPart& part : batch.parts) {
+      --cut_requests_;  // The batch starts: its parts leave the cut-ahead count.
+      cut_sequences_ -= part.num_sequences;
       PendingRequest& pending = *part.request;
       if (pending.status.ok()) {
         absl::Status drop = DropStatus(pending, now);

@@ -190,10 +190,14 @@ class BatchScheduler {
   // the threads, once their batches end.
   int AbortQueued(const absl::Status& status);
 
+  // The queue, and the requests' parts cut into batches that have not started (cut ahead while
+  // their engine runs another batch, or handed over by a retired engine).
   struct QueueStats {
     int requests = 0;
     int64_t sequences = 0;
     int64_t tokens = 0;
+    int cut_requests = 0;
+    int64_t cut_sequences = 0;
   };
   QueueStats Stats() const;
   // Queued requests that their callers have cancelled and the queue has not yet dropped (it drops

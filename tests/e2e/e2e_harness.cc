@@ -284,6 +284,11 @@ serving::BatchScheduler::QueueStats TestServer::QueueStats(absl::string_view mod
   return (*served)->scheduler().Stats();
 }
 
+int64_t TestServer::WaitingSequences(absl::string_view model) const {
+  const serving::BatchScheduler::QueueStats stats = QueueStats(model);
+  return stats.sequences + stats.cut_sequences;
+}
+
 bool TestServer::WaitForQueuedRequests(absl::string_view model, int requests) const {
   return PollUntil([&] { return QueueStats(model).requests == requests; }, absl::Milliseconds(2));
 }

@@ -169,6 +169,9 @@ class TestServer {
   grpc::health::v1::Health::Stub& health() { return *health_; }
   // Queue totals of a served model's batcher.
   serving::BatchScheduler::QueueStats QueueStats(absl::string_view model) const;
+  // Sequences of `model` that wait for an engine: queued, or in a batch cut ahead that has not
+  // started.
+  int64_t WaitingSequences(absl::string_view model) const;
   // Waits until `model`'s queue holds `requests` requests; false after kWaitLimit.
   bool WaitForQueuedRequests(absl::string_view model, int requests) const;
   // Polls until `requests` of the model's queued requests carry their caller's cancellation;

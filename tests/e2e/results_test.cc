@@ -818,7 +818,7 @@ TEST_F(ResultsTest, ClassifyStreamAnswersInRequestOrderWithErrorsInPlace) {
   const grpc::Status status = RunStream(*stream, requests, responses, [&] {
     PollUntil(
         [&] {
-          return control().sequences() - sequences_before + server_->QueueStats("demo").sequences >=
+          return control().sequences() - sequences_before + server_->WaitingSequences("demo") >=
                  valid_sequences;
         },
         absl::Milliseconds(2));

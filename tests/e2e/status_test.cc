@@ -805,13 +805,13 @@ TEST(DrainTest, GracefulDrainAnswersEveryAcceptedRequest) {
   }
   // A failed assertion below must not leave a batch at the closed gate for kWaitLimit.
   absl::Cleanup open_gate = [&control] { control->Open(); };
-  // Every sequence is queued or at the engine, and the engine holds at least one batch. All five
-  // may be queued before the worker takes any (continuous batching then takes them together), so
-  // "all accounted for" alone does not mean a batch reached the engine yet.
+  // Every sequence waits (queued or cut ahead) or is at the engine, and the engine holds at least
+  // one batch. All five may be queued before the worker takes any (continuous batching then takes
+  // them together), so "all accounted for" alone does not mean a batch reached the engine yet.
   PollUntil(
       [&] {
         const int64_t at_engine = control->sequences() - sequences_before;
-        return at_engine > 0 && at_engine + server.QueueStats("demo").sequences >= sequences;
+        return at_engine > 0 && at_engine + server.WaitingSequences("demo") >= sequences;
       },
       absl::Milliseconds(2));
   ASSERT_GT(control->sequences(), sequences_before) << "nothing reached the engine";

@@ -1461,7 +1461,10 @@ TEST(BatchSchedulerTest, NextBatchIsCutWhileTheEngineRuns) {
   ASSERT_TRUE(harness.log().WaitForBatches(2));
   // Requests 2 and 3 leave the queue while batch 1 is still inside Run.
   ASSERT_TRUE(observer->WaitForQueuedRequests(0)) << "the next batch was not cut during the run";
-  EXPECT_EQ(harness.scheduler().Stats().requests, 0);
+  const BatchScheduler::QueueStats held = harness.scheduler().Stats();
+  EXPECT_EQ(held.requests, 0);
+  EXPECT_EQ(held.cut_requests, 2);  // Requests 2 and 3 wait in the batch cut ahead.
+  EXPECT_EQ(held.cut_sequences, 2);
   EXPECT_EQ(harness.log().Batches().size(), 2u);
   ASSERT_TRUE(harness.Submit(4, MakeRequest({TaggedSequence(41, 3)})).ok());
   harness.gate().Open();
@@ -1473,6 +1476,8 @@ TEST(BatchSchedulerTest, NextBatchIsCutWhileTheEngineRuns) {
   ExpectWellFormed(batches[2].batch, harness.scheduler().options());
   EXPECT_EQ(Tags(batches[3].batch), (std::vector<int32_t>{41}));
   for (int id = 0; id <= 4; ++id) harness.ExpectCorrectAnswer(id);
+  EXPECT_EQ(harness.scheduler().Stats().cut_requests, 0);
+  EXPECT_EQ(harness.scheduler().Stats().cut_sequences, 0);
 }
 
 // A batch that is not full is not cut ahead: requests arriving while the engine runs still join
