@@ -43,6 +43,7 @@
 #include "kernels/attention/attention_block_order.h"
 #include "kernels/attention/attention_computed_windows.cuh"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/attention_softmax.cuh"
 #include "kernels/attention/attention_traits.h"
 #include "kernels/attention/attention_warp_tiles.cuh"
 #include "kernels/attention/attention_wgmma_tiles.cuh"
@@ -953,46 +954,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // Online softmax (exp2 domain). Row r's tile maximum, scaled to the exp2 domain (score_scale >
     // 0, so the maximum commutes with the affine map, and -inf stays -inf).
     auto scaled_tile_max = [&](int r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int t = 0; t < kNTiles; ++t)
-        tile_max = fmaxf(tile_max, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      return fmaf(tile_max, score_scale, row_offset[r]);
+      return fmaf(QuadRowMax(s, r), score_scale, row_offset[r]);
     };
-    // What P is exponentiated against for a running maximum m: m, or 0 while m is -inf (a row with
-    // no valid key so far), which avoids NaN.
-    auto reference_of = [](float m) { return m == -INFINITY ? 0.0f : m; };
-    // Row r's running maximum moves to new_max: O scales by c = 2^(m_old - m_new) here, l by the
-    // caller (exponentiate_row). Returns the new reference and c.
-    struct MovedMax {
-      float reference;
-      float correction;
-    };
-    auto move_row_max = [&](int r, float new_max) {
-      const float reference = reference_of(new_max);
-      const float correction = FastExp2(row_max[r] - reference);
-      row_max[r] = new_max;
-#pragma unroll
-      for (int t = 0; t < kDTiles; ++t) {
-        o[t][2 * r] *= correction;
-        o[t][2 * r + 1] *= correction;
-      }
-      return MovedMax{reference, correction};
-    };
-    // Row r's P = 2^(s * score_scale + row offset - reference), and l = l * sum_scale + sum(P):
-    // the first pair's sum joins l * sum_scale in one FMA, so a lazy tile that skips the rescale
-    // (sum_scale 1: l + x, exact) and one that takes it round as the eager form does.
+    // Row r's P and l against `reference` (attention_softmax.cuh).
     auto exponentiate_row = [&](int r, float reference, float sum_scale) {
-      const float offset = row_offset[r] - reference;
-#pragma unroll
-      for (int t = 0; t < kNTiles; ++t) {
-        s[t][2 * r] = FastExp2(fmaf(s[t][2 * r], score_scale, offset));
-        s[t][2 * r + 1] = FastExp2(fmaf(s[t][2 * r + 1], score_scale, offset));
-        const float pair = s[t][2 * r] + s[t][2 * r + 1];
-        row_sum[r] = t == 0 ? fmaf(row_sum[r], sum_scale, pair) : row_sum[r] + pair;
-      }
+      ExponentiateRow(s, row_sum[r], r, score_scale, row_offset[r] - reference, sum_scale);
     };
     // The warpgroup computed-window kernels with saturated-tile code (four CTAs per SM past
     // L = 576, or three) skip the rescale where no row's maximum rises; the others rescale every
@@ -1021,15 +987,15 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       if (__builtin_expect(__any_sync(0xffffffffu, raise), 0)) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          sum_scale[r] = move_row_max(r, fmaxf(row_max[r], tile_max[r])).correction;
+          sum_scale[r] = MoveRowMax(o, row_max, r, fmaxf(row_max[r], tile_max[r])).correction;
         }
       }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) exponentiate_row(r, reference_of(row_max[r]), sum_scale[r]);
+      for (int r = 0; r < 2; ++r) exponentiate_row(r, SoftmaxReference(row_max[r]), sum_scale[r]);
     } else {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const MovedMax moved = move_row_max(r, fmaxf(row_max[r], scaled_tile_max(r)));
+        const MovedMax moved = MoveRowMax(o, row_max, r, fmaxf(row_max[r], scaled_tile_max(r)));
         exponentiate_row(r, moved.reference, moved.correction);
       }
     }
@@ -1117,7 +1083,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       const float other_max = exchange[(kDTiles * 4 + r) * Traits::kThreads + thread];
       const float other_sum = exchange[(kDTiles * 4 + 2 + r) * Traits::kThreads + thread];
       const float merged = fmaxf(row_max[r], other_max);
-      const float reference = merged == -INFINITY ? 0.0f : merged;
+      const float reference = SoftmaxReference(merged);
       const float mine = FastExp2(row_max[r] - reference);
       const float theirs = FastExp2(other_max - reference);
       row_max[r] = merged;
@@ -1136,11 +1102,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // Normalise and store the two rows of this thread.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float sum = row_sum[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float sum = QuadRowSum(row_sum[r]);
     if (query[r] >= seqlen) continue;
-    const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const float inverse = InverseRowSum(sum);
     Element* out_row =
         params.out + static_cast<int64_t>(seq_start + query[r]) * params.out_row_stride + head * D;
 #pragma unroll
@@ -1148,9 +1112,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       StorePair(out_row + t * 8 + quad * 2, o[t][2 * r] * inverse, o[t][2 * r + 1] * inverse);
     }
     if (params.lse != nullptr && quad == 0) {
-      // ln(sum_j exp(S_ij * scale)) = ln 2 * (m + log2(l)) in the exp2 domain.
       params.lse[static_cast<int64_t>(head) * params.total_tokens + seq_start + query[r]] =
-          sum > 0.0f ? 0.69314718056f * (row_max[r] + log2f(sum)) : -INFINITY;
+          RowLogSumExp(row_max[r], sum);
     }
   }
 }
