@@ -44,6 +44,7 @@
 #include "kernels/attention/attention_computed_windows.cuh"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/attention_softmax.cuh"
+#include "kernels/attention/attention_tile_classes.cuh"
 #include "kernels/attention/attention_traits.h"
 #include "kernels/attention/attention_warp_tiles.cuh"
 #include "kernels/attention/attention_wgmma_tiles.cuh"
@@ -332,9 +333,6 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // change at the end of the tile loop, measured together.
   constexpr int kLutShift = kSaturatedComputed ? 1 : 0;
   static_assert(!kSaturatedComputed || sizeof(Element) == 2, "byte offsets of 16-bit windows");
-  // log2(sizeof(Element)): the table path's entries scaled to bytes (2- and 4-byte elements).
-  constexpr int kElementShift = sizeof(Element) == 4 ? 2 : 1;
-  static_assert(sizeof(Element) == 2 || sizeof(Element) == 4, "16- or 32-bit elements");
   constexpr bool kSaturatedTiles = !kComputeWindows || kSaturatedComputed;
   // Whether any key tile of this CTA is saturated: the first tile's smallest delta or the last
   // one's largest is past a threshold (short sequences have none: no row terms to compute).
@@ -347,51 +345,13 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   const int query[2] = {m0 + row_local[0], m0 + row_local[1]};
   const int64_t table_base = static_cast<int64_t>(head) * params.total_tokens + seq_start;
 
-  // Class of the key tile at n0 (from its delta range, kernels/attention/DESIGN.md): a saturated
-  // tile reads one slot (slot_hi when `high`, else slot_lo); a band tile stages the window of slots
-  // window0 .. window0 + kSlotWindow - 1 (relative to slot_base), and a linear band tile (every
-  // delta in [-linear_band, linear_band]) finds slot(delta) = slot_zero + delta without the table.
-  // `saturated` comes from the thresholds alone: testing the slot itself made the compiler load
-  // it from the constant bank on every tile and wait for it (ncu, L = 16384: 3% of the stall
-  // samples).
-  struct TileClass {
-    int window0;
-    int span;  // Computed windows: slots from window0 through the tile's last slot.
-    bool saturated;
-    bool high;  // Saturated at slot_hi (else slot_lo).
-    bool linear;
-  };
-  // lut_global: read the slot table in global memory (the first tile's copies are issued before
-  // the shared copy exists).
+  // Class of the key tile at n0 (attention_tile_classes.cuh). lut_global: read the slot table in
+  // global memory (the first tile's copies are issued before the shared copy exists).
+  // (The mma.sync computed-window kernels run saturated tiles as band tiles.)
+  constexpr bool kClassifySaturated = kSaturatedTiles && kSaturatedPossible;
   auto classify = [&](int n0, bool lut_global = false) {
-    const int delta_min = m0 - (n0 + kN - 1);
-    const int delta_max = (m0 + Traits::kBlockM - 1) - n0;
-    TileClass tile;
-    tile.high = delta_min >= params.hi_threshold;
-    // The mma.sync computed-window kernels run saturated tiles as band tiles.
-    tile.saturated =
-        kSaturatedTiles && kSaturatedPossible && (tile.high || delta_max <= params.lo_threshold);
-    tile.linear = delta_min >= -params.linear_band && delta_max <= params.linear_band;
-    tile.window0 = 0;
-    tile.span = 0;
-    if (has_positions && !tile.saturated) {
-      const int first = max(-params.band, min(params.band, delta_min)) + params.band;
-      auto slot_of = [&](int entry) {
-        return lut_in_shared && !lut_global ? static_cast<int>(sLut[entry]) >> kLutShift
-                                            : __ldg(params.lut + entry);
-      };
-      const int first_slot = slot_of(first);
-      // Deltas of the tile outside the sequence can fall below the batch's first slot; valid
-      // pairs never do, so the window starts at the batch's first slot at the lowest.
-      tile.window0 = kComputeWindows ? first_slot : max(0, first_slot - params.slot_base) & ~7;
-      if (kComputeWindows) {
-        // Log buckets: a tile's 127 deltas reach fewer slots away from the diagonal (v3: 26 of
-        // them for deltas 385 .. 511, one on saturated tiles), and only those are computed.
-        const int last = max(-params.band, min(params.band, delta_max)) + params.band;
-        tile.span = slot_of(last) - first_slot + 1;
-      }
-    }
-    return tile;
+    return ClassifyTile<Traits, kComputeWindows, kClassifySaturated, kLutShift>(
+        params, m0, n0, has_positions, lut_in_shared && !lut_global, sLut);
   };
 
   // Asynchronous copies of key tile n0's K rows and bias operands (C2P/P2C windows of a band
@@ -549,6 +509,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // load). The register-capped mma.sync computed-window kernels keep the tests: without them
   // ptxas spilled at d = 64.
   constexpr bool kBothWindows = !kComputeWindows || Traits::kWgmma;
+  // Band tiles' bias from their windows (attention_tile_classes.cuh).
+  const BandBias<Traits, kBothWindows> band_bias{sC2P,      sP2C, sLut,    query,
+                                                 row_local, quad, has_c2p, has_p2c};
   if (kBothWindows && has_positions && !(has_c2p && has_p2c)) {
     Element* absent = has_c2p ? sP2C : sC2P;
     for (int i = ThreadInGroup<Traits, kKeyGroups>(); i < Traits::kBiasRegionElements;
@@ -795,66 +758,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
     }
-    // score += C2P_win + P2C_win (each only where that term exists, unless kBothWindows), or with
-    // `assign`, score = C2P_win + P2C_win (kBothWindows only).
-    auto accumulate = [&](float& score, const Element* c2p, const Element* p2c, bool assign) {
-      if (assign) {
-        score = ToFloat(*c2p) + ToFloat(*p2c);
-        return;
-      }
-      if (kBothWindows || has_c2p) score += ToFloat(*c2p);
-      if (kBothWindows || has_p2c) score += ToFloat(*p2c);
-    };
-    // C2P_win + P2C_win per score of a band tile whose slots are linear in the delta (read at
-    // compile-time offsets) or looked up in the shared table, into acc by accumulate().
+    // C2P_win + P2C_win per score of a band tile from the linear slots or the shared table.
     auto window_bias = [&](float(&acc)[kNTiles][4], bool assign) {
-      if (tile.linear) {
-        // Window slot of element (row i, key j) = slot_zero + (i - j) - slot_base - window0: with
-        // j = n0 + 8t + 2 quad + e, the row part is per thread and the column part compile-time,
-        // so C2P_win[i, .] and P2C_win[j, .] (row stride kSlotWindow) are read at fixed offsets.
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int slot0 =
-              params.slot_zero + query[r] - n0 - quad * 2 - params.slot_base - tile.window0;
-          const Element* c2p_row = sC2P + row_local[r] * kSlotWindow + slot0;
-          const Element* p2c_row = sP2C + quad * 2 * kSlotWindow + slot0;
-#pragma unroll
-          for (int t = 0; t < kNTiles; ++t) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int column = t * 8 + e;  // Past quad * 2.
-              accumulate(acc[t][2 * r + e], c2p_row - column, p2c_row + column * (kSlotWindow - 1),
-                         assign);
-            }
-          }
-        }
-      } else {
-        // The tile's deltas lie within the shared table's margins (kLutPad): no clamp. Per score, a
-        // table load at a compile-time offset from the row's entry, two address adds and the two
-        // window loads (ncu, L = 512: the clamped form below took 12.7 instructions per score).
-        const int window_base = params.slot_base + tile.window0;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          // lut_row[-column] = idx(query - (n0 + 2 quad + column)).
-          const int16_t* lut_row = sLut + (query[r] - n0 - quad * 2 + params.band);
-          const Element* c2p_row = sC2P + (row_local[r] * kSlotWindow - window_base);
-          const Element* p2c_rows = sP2C + (quad * 2 * kSlotWindow - window_base);
-#pragma unroll
-          for (int t = 0; t < kNTiles; ++t) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int column = t * 8 + e;  // Past quad * 2.
-              // The entry in bytes: idx * sizeof(Element) (kLutShift 1 stores it so).
-              const int offset = lut_row[-column] << (kElementShift - kLutShift);
-              const unsigned char* c2p_bytes = reinterpret_cast<const unsigned char*>(c2p_row);
-              const unsigned char* p2c_bytes =
-                  reinterpret_cast<const unsigned char*>(p2c_rows + column * kSlotWindow);
-              accumulate(acc[t][2 * r + e], reinterpret_cast<const Element*>(c2p_bytes + offset),
-                         reinterpret_cast<const Element*>(p2c_bytes + offset), assign);
-            }
-          }
-        }
-      }
+      band_bias.template AddWindows<kLutShift>(acc, params, tile, n0, assign);
     };
     if constexpr (kSaturatedComputed) {
       if (has_p2c && tile.saturated) {
@@ -903,29 +809,12 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     } else {
       // Tiles of any delta (the mma.sync computed-window kernels run saturated tiles here too), or
       // the table in global memory: deltas clamped to the band.
-      // slot_of(delta + band) = idx(delta). One loop per table location: with the location
-      // tested per element, the compiler issued both paths' instructions, the global one
-      // predicated off (ncu, L = 16384: 800 instructions per warp and band tile, half of them).
-      auto add_band_bias = [&](auto slot_of) {
-        const int window_base = params.slot_base + tile.window0;
-#pragma unroll
-        for (int t = 0; t < kNTiles; ++t) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = e / 2;
-            const int column = t * 8 + quad * 2 + (e % 2);
-            const int delta = max(-params.band, min(params.band, query[r] - (n0 + column)));
-            const int slot = slot_of(delta + params.band) - window_base;
-            if (kBothWindows || has_c2p)
-              s[t][e] += ToFloat(sC2P[row_local[r] * kSlotWindow + slot]);
-            if (kBothWindows || has_p2c) s[t][e] += ToFloat(sP2C[column * kSlotWindow + slot]);
-          }
-        }
-      };
       if (lut_in_shared) {
-        add_band_bias([&](int entry) { return static_cast<int>(sLut[entry]) >> kLutShift; });
+        band_bias.AddClamped(s, params, tile, n0,
+                             [&](int entry) { return static_cast<int>(sLut[entry]) >> kLutShift; });
       } else {
-        add_band_bias([&](int entry) { return __ldg(params.lut + entry); });
+        band_bias.AddClamped(s, params, tile, n0,
+                             [&](int entry) { return __ldg(params.lut + entry); });
       }
     }
     // Keys past the sequence end or masked by the padding mask: only tiles that have any.
