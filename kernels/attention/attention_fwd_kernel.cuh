@@ -44,9 +44,11 @@
 #include "kernels/attention/attention_computed_windows.cuh"
 #include "kernels/attention/attention_params.h"
 #include "kernels/attention/attention_softmax.cuh"
+#include "kernels/attention/attention_sync_mainloop.cuh"
 #include "kernels/attention/attention_tile_classes.cuh"
 #include "kernels/attention/attention_traits.h"
 #include "kernels/attention/attention_warp_tiles.cuh"
+#include "kernels/attention/attention_wgmma_mainloop.cuh"
 #include "kernels/attention/attention_wgmma_tiles.cuh"
 #include "kernels/attention/mma_sm80.h"
 #include "kernels/attention/tma_sm90.h"
@@ -63,120 +65,6 @@ namespace dflash::kernels {
 // (a stale maximum leaves the largest P rounded where the eager form gives it exactly 1; HISTORY.md
 // v9.10).
 inline constexpr float kLazyRescaleLog2 = 0.0f;
-
-// This thread's index in its group of kKeyGroups (DisentangledAttentionKernel), read from
-// threadIdx.x at each use: a value held for the whole kernel costs the register-capped
-// computed-window kernel measurable time (5% at L = 1024).
-template <typename Traits, int kKeyGroups>
-__device__ __forceinline__ int ThreadInGroup() {
-  return static_cast<int>(kKeyGroups == 1 ? threadIdx.x : threadIdx.x % Traits::kThreads);
-}
-
-// Copies source rows first_row .. first_row + rows - 1 (row stride `row_stride`) into rows 0 ..
-// rows - 1 of a padded shared tile, 16-byte chunks first_chunk, first_chunk + chunk_step, ...;
-// rows at or past `valid_rows` are zero. Rolled, each copy splitting its chunk index into row and
-// column: the fewest registers, for kernels at their register cap.
-template <typename Traits>
-__device__ __forceinline__ void CopyRowsByChunks(typename Traits::Element* tile,
-                                                 const typename Traits::Element* base,
-                                                 int64_t row_stride, int first_row, int rows,
-                                                 int valid_rows, int first_chunk, int chunk_step) {
-#pragma unroll 1
-  for (int chunk = first_chunk; chunk < rows * Traits::kChunksPerRow; chunk += chunk_step) {
-    const int row = chunk / Traits::kChunksPerRow;
-    const int column = (chunk % Traits::kChunksPerRow) * Traits::kChunkElements;
-    const bool valid = first_row + row < valid_rows;
-    const typename Traits::Element* source =
-        valid ? base + static_cast<int64_t>(first_row + row) * row_stride + column : base;
-    CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
-  }
-}
-
-// Copies rows [row0, row0 + 64) of one head into a padded shared tile; rows past `rows` are zero.
-// The kThreads threads of one key group share the copies (kWholeCta: every thread of the CTA).
-// kRowSteps: each thread copies the same 16-byte column of every kRowStep-th row, unrolled: no
-// per-copy division of a chunk index into row and column (with the 64-bit row product, the
-// rolled chunk loop was ~30% of the long-L table kernel's issued instructions, ncu). Otherwise
-// the rolled chunk loop, for the register-capped computed-window kernel, which spills with the
-// unrolled copies live next to a tile's scores. (The warpgroup kernels' tiles arrive by TMA.)
-template <typename Traits, int kKeyGroups, bool kWholeCta = false, bool kRowSteps = true>
-__device__ __forceinline__ void LoadTile(typename Traits::Element* tile,
-                                         const typename Traits::Element* base, int64_t row_stride,
-                                         int row0, int rows) {
-  static_assert(!Traits::kWgmma, "padded tiles: the mma.sync kernels");
-  constexpr int kCopiers = Traits::kThreads * (kWholeCta ? kKeyGroups : 1);
-  const int thread =
-      kWholeCta ? static_cast<int>(threadIdx.x) : ThreadInGroup<Traits, kKeyGroups>();
-  if constexpr (kRowSteps) {
-    constexpr int kRowStep = kCopiers / Traits::kChunksPerRow;
-    static_assert(kCopiers % Traits::kChunksPerRow == 0 && Traits::kBlockM % kRowStep == 0,
-                  "whole rows per pass");
-    const int column = thread % Traits::kChunksPerRow * Traits::kChunkElements;
-    const int first_row = thread / Traits::kChunksPerRow;
-    const int64_t step_offset = static_cast<int64_t>(kRowStep) * row_stride;
-    if (row0 + Traits::kBlockM <= rows) {
-      // A whole tile (all but a sequence's last): no per-row range test and select (SASS: 7
-      // instructions per copy with them, 3 without).
-      const typename Traits::Element* source =
-          base + static_cast<int64_t>(row0 + first_row) * row_stride + column;
-#pragma unroll
-      for (int step = 0; step < Traits::kBlockM / kRowStep; ++step) {
-        CpAsync16(tile + (first_row + step * kRowStep) * Traits::kRowStride + column, source);
-        source += step_offset;
-      }
-    } else {
-      // Bounded by the row itself (a fixed count of steps with a 64-bit offset advanced per step
-      // takes the table kernel from 167 to 191 registers at d = 64, ptxas, CUDA 13.0: one
-      // resident CTA per SM less).
-#pragma unroll
-      for (int row = first_row; row < Traits::kBlockM; row += kRowStep) {
-        const bool valid = row0 + row < rows;
-        const typename Traits::Element* source =
-            valid ? base + static_cast<int64_t>(row0 + row) * row_stride + column : base;
-        CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
-      }
-    }
-  } else {
-    static_assert(!Traits::kWgmma, "swizzled tiles are copied by row steps");
-    CopyRowsByChunks<Traits>(tile, base, row_stride, row0, Traits::kBlockM, rows, thread, kCopiers);
-  }
-}
-
-// Copies PosK / PosQ rows (slots) [first_slot, first_slot + rows) of one head (rows <=
-// kComputedWindow) into a padded shared tile [kComputedWindow, d]; slots at or past `slots` are
-// zero (never read).
-template <typename Traits, int kKeyGroups>
-__device__ __forceinline__ void LoadPositionWindow(typename Traits::Element* tile,
-                                                   const typename Traits::Element* base,
-                                                   int64_t row_stride, int first_slot, int rows,
-                                                   int slots) {
-  // Rolled: it runs while a tile's scores are live, where registers are scarce. (The warpgroup
-  // kernel stages these rows by TMA, swizzled.)
-  static_assert(!Traits::kWgmma, "padded rows: the mma.sync kernels");
-  CopyRowsByChunks<Traits>(tile, base, row_stride, first_slot, rows, slots,
-                           ThreadInGroup<Traits, kKeyGroups>(), Traits::kThreads);
-}
-
-// Copies slots [window0, window0 + kSlotWindow) of table rows first_row .. first_row + 63 (rows
-// past `last_row` repeat it: their values are never used) into a [64, kSlotWindow] window.
-template <typename Traits, int kKeyGroups>
-__device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
-                                           const typename Traits::Element* table, int64_t row0,
-                                           int first_row, int last_row, int slot_stride,
-                                           int window0) {
-  constexpr int kChunks = kSlotWindow / Traits::kChunkElements;
-  static_assert(kSlotWindow % Traits::kChunkElements == 0, "whole chunks per window row");
-  // Not unrolled: it runs while a tile's scores are live, where registers are scarce.
-#pragma unroll 1
-  for (int chunk = ThreadInGroup<Traits, kKeyGroups>(); chunk < Traits::kBlockM * kChunks;
-       chunk += Traits::kThreads) {
-    const int row = chunk / kChunks;
-    const int column = (chunk % kChunks) * Traits::kChunkElements;
-    const int64_t table_row = row0 + min(first_row + row, last_row);
-    CpAsync16(window + row * kSlotWindow + column,
-              table + table_row * slot_stride + window0 + column, 16);
-  }
-}
 
 // kComputeWindows: no C2P/P2C tables; band tiles (every tile in the mma.sync kernels) compute
 // their windows from PosK / PosQ (params.pos_key / pos_query) with MMAs: C2P_win [64, span] =
@@ -634,107 +522,20 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 
     if constexpr (kComputeWindows && Traits::kWgmma) {
       if (has_positions && !tile.saturated) {
-        // As below, by warpgroup MMAs over the swizzled Q / K tiles and staged PosK / PosQ rows,
-        // in 64-slot halves (the second only for tiles reaching more than 64 slots).
-        // P2C first: its window rows (keys) are read by every warp, C2P's (queries) only by the
-        // warp that stores them, so the barrier before the C2P store publishes P2C's and a warp
-        // barrier publishes C2P's (two CTA barriers for the windows, not three; with the
-        // mid-tile barrier, three per band tile).
-        // One copy per window width (the slots computed: 128, or 64, or in the four-CTA kernel 32
-        // where the tile reaches no more, m64n32: v3's tiles 6-8 blocks off the diagonal): with
-        // the number of halves a runtime choice, the second half's packed tiles (16 registers)
-        // stayed live around the whole key loop, since the stores could read them on a path that
-        // had not computed them.
-        const int pairs = (tile.span + 15) / 16;
-        auto band_windows = [&](auto width_constant) {
-          constexpr int kWidth = decltype(width_constant)::value;
-          constexpr bool kTwoHalves = kWidth > kComputedWindow / 2;
-          [[maybe_unused]] constexpr int kFirstHalf = kTwoHalves ? kComputedWindow / 2 : kWidth;
-          uint32_t packed[kComputedWindow / 8][2];
-          // packed = A . Pos^T over the window's kWidth slots (WgmmaWindow's layout).
-          auto compute = [&](TileDescriptor a, TileDescriptor pos) {
-            if constexpr (kValuesInC2P) {
-              float first_half[8][4];
-              IssueWindowHalf<Traits, kFirstHalf>(first_half, a, pos, 0);
-              CompleteWindowHalf<Traits, kFirstHalf>(packed, 0, first_half);
-              if constexpr (kTwoHalves) {
-                float second_half[8][4];
-                IssueWindowHalf<Traits>(second_half, a, pos, 1);
-                CompleteWindowHalf<Traits>(packed, 1, second_half);
-              }
-            } else {
-              WgmmaWindow<Traits>(packed, a, pos, kTwoHalves);
-            }
-          };
-          auto store = [&](Element* window) {
-            StoreWindowRows<Traits, kSlotWindow, kComputedWindow / 8, kWidth / 8>(
-                window, packed, warp * 16, pairs, lane);
-          };
-          if constexpr (kValuesInC2P && !kTwoHalves) {
-            if (has_p2c && has_c2p) {
-              // Both terms (DeBERTa's), one half: C2P's window runs on the tensor cores while the
-              // CTA meets and stores the P2C window (it reads Q and the PosK rows, not the P2C
-              // region). (Two halves: the P2C window's 32 packed registers beside C2P's
-              // accumulators spilled.)
-              compute(k_descriptor, p2c_descriptor);
-              MbarrierWait(pos_key_barrier, pos_key_tiles++ % 2);
-              float c2p_half[8][4];
-              IssueWindowHalf<Traits, kWidth>(c2p_half, q_descriptor, c2p_descriptor, 0);
-              group_sync();
-              store(sP2C);
-              CompleteWindowHalf<Traits, kWidth>(packed, 0, c2p_half);
-              group_sync();
-              store(sC2P);
-              __syncwarp();
-              return;
-            }
-          }
-          if (has_p2c) {
-            compute(k_descriptor, p2c_descriptor);
-            group_sync();
-            store(sP2C);
-          }
-          if (has_c2p) {
-            if constexpr (kValuesInC2P) MbarrierWait(pos_key_barrier, pos_key_tiles++ % 2);
-            compute(q_descriptor, c2p_descriptor);
-            group_sync();
-            store(sC2P);
-            __syncwarp();
-          } else {
-            group_sync();
-          }
-        };
-        if (tile.span > kComputedWindow / 2) {
-          band_windows(std::integral_constant<int, kComputedWindow>{});
-        } else if constexpr (!kValuesInC2P) {
-          band_windows(std::integral_constant<int, kComputedWindow / 2>{});
-        } else if (!kSaturatedPossible || pairs > 2) {
-          // (The saturation-free kernel, L <= 576, has few tiles that far from the diagonal: 6
-          // of 64 at L = 512, where it timed the same with the narrow copy, HISTORY.md v9.7.)
-          band_windows(std::integral_constant<int, 64>{});
-        } else {
-          band_windows(std::integral_constant<int, 32>{});
-        }
+        // As below, by warpgroup MMAs (attention_wgmma_mainloop.cuh).
+        const WarpgroupWindowTiles<Traits> wgmma_windows{
+            sC2P, sP2C, q_descriptor, k_descriptor, c2p_descriptor, p2c_descriptor, pos_key_barrier,
+            warp, lane};
+        ComputeBandWindowsWgmma<Traits, kValuesInC2P, kSaturatedPossible>(
+            wgmma_windows, tile.span, has_c2p, has_p2c, pos_key_tiles, group_sync);
       }
     } else if constexpr (kComputeWindows) {
       if (has_positions) {
         // The bias regions hold PosK / PosQ rows w0 .. w0 + 16 pairs - 1; replace them by the C2P /
         // P2C windows of this warp's 16 query rows and 16 keys (each read whole PosK / PosQ rows,
         // so a barrier separates the reads from the in-place stores).
-        uint32_t packed[kComputedWindow / 8][2];
-        const int pairs = (tile.span + 15) / 16;
-        if (has_c2p) {
-          ComputeWindowRows<Traits, true>(packed, q_fragments, sQ + warp * 16 * Traits::kRowStride,
-                                          sC2P, pairs, lane);
-          group_sync();
-          StoreWindowRows<Traits>(sC2P, packed, warp * 16, pairs, lane);
-        }
-        if (has_p2c) {
-          ComputeWindowRows<Traits, true>(packed, q_fragments, sK + warp * 16 * Traits::kRowStride,
-                                          sP2C, pairs, lane);
-          group_sync();
-          StoreWindowRows<Traits>(sP2C, packed, warp * 16, pairs, lane);
-        }
+        ComputeTileWindows<Traits>(q_fragments, sQ, sK, sC2P, sP2C, tile.span, has_c2p, has_p2c,
+                                   warp, lane, group_sync);
         group_sync();
         load_q_fragments();
       }
