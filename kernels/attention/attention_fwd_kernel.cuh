@@ -257,36 +257,14 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // waited for at every tile (ncu, L = 1024: 1.5% of the samples). The copying thread keeps
   // window0 for the same tile's PosK rows (kValuesInC2P: issued later, after P V).
   int copied_window0 = 0;
+  // The warpgroup kernels' TMA copies (attention_wgmma_mainloop.cuh).
+  const WarpgroupCopies<Traits> copies{
+      sK, sV, sC2P, sP2C, maps, key_barrier, value_barriers, value_barriers + 1, head, seq_start};
   auto issue_tma_copies = [&](int n0, bool lut_global) {
     const TileClass copied = classify(n0, lut_global);
     copied_window0 = copied.window0;
-    const bool band = has_positions && !copied.saturated;
-    // Computed windows: PosK / PosQ rows window0 .. window0 + kComputedWindow - 1 of this
-    // head, swizzled for the window wgmmas (rows past PosK's end arrive as zeros). Tables: the
-    // C2P / P2C windows.
-    constexpr uint32_t kBiasBytes =
-        (kComputeWindows ? Traits::kPositionWindowElements : Traits::kWindowElements) *
-        sizeof(Element);
-    // (kValuesInC2P: the PosK rows and V come later, issue_pos_key_rows and issue_values.)
-    const bool c2p_rows = band && has_c2p && !kValuesInC2P;
-    MbarrierArriveExpectBytes(key_barrier, Traits::kTileElements * sizeof(Element) +
-                                               (c2p_rows ? kBiasBytes : 0) +
-                                               (band && has_p2c ? kBiasBytes : 0));
-    TmaLoad2d(sK, &maps.k, head * D, seq_start + n0, key_barrier);
-    if (band && kComputeWindows) {
-      if (c2p_rows) TmaLoad2d(sC2P, &maps.c2p, head * D, copied.window0, key_barrier);
-      if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, head * D, copied.window0, key_barrier);
-    } else if (band) {
-      const int row = static_cast<int>(table_base);
-      if (has_c2p) TmaLoad2d(sC2P, &maps.c2p, copied.window0, row + m0, key_barrier);
-      if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, copied.window0, row + n0, key_barrier);
-    }
-    if constexpr (!kValuesInC2P) {
-      uint64_t* value_barrier = value_barriers + n0 / kN % 2;
-      MbarrierArriveExpectBytes(value_barrier, Traits::kTileElements * sizeof(Element));
-      TmaLoad2d(sV + n0 / kN % 2 * Traits::kTileElements, &maps.v, head * D, seq_start + n0,
-                value_barrier);
-    }
+    copies.template IssueTile<kComputeWindows, kValuesInC2P>(n0, copied, has_positions, has_c2p,
+                                                             has_p2c, table_base, m0);
   };
   // tma_copies false: the prologue issued tile 0's TMA copies already (issue_tma_copies).
   auto issue_k_and_bias = [&](int n0, bool tma_copies = true) {
@@ -298,27 +276,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
                                                             seqlen);
     }
     if constexpr (kComputeWindows && !kTmaTiles) {
-      const int64_t head_column = static_cast<int64_t>(head) * D;
-      const int rows = (tile.span + 15) / 16 * 16;  // Whole 16-slot MMA column pairs.
-      if (has_c2p) {
-        LoadPositionWindow<Traits, kKeyGroups>(sC2P, params.pos_key + head_column,
-                                               params.pos_row_stride, tile.window0, rows,
-                                               params.pos_rows);
-      }
-      if (has_p2c) {
-        LoadPositionWindow<Traits, kKeyGroups>(sP2C, params.pos_query + head_column,
-                                               params.pos_row_stride, tile.window0, rows,
-                                               params.pos_rows);
-      }
+      LoadPositionRows<Traits, kKeyGroups>(sC2P, sP2C, params, head, tile.window0, tile.span,
+                                           has_c2p, has_p2c);
     } else if (!kTmaTiles && has_positions && !tile.saturated) {
-      if (params.c2p != nullptr) {
-        LoadWindow<Traits, kKeyGroups>(sC2P, params.c2p, table_base, m0, seqlen - 1,
-                                       params.slot_stride, tile.window0);
-      }
-      if (params.p2c != nullptr) {
-        LoadWindow<Traits, kKeyGroups>(sP2C, params.p2c, table_base, n0, seqlen - 1,
-                                       params.slot_stride, tile.window0);
-      }
+      LoadTableWindows<Traits, kKeyGroups>(sC2P, sP2C, params, table_base, m0, n0, seqlen,
+                                           tile.window0);
     } else if (has_positions && tile.saturated && ThreadInGroup<Traits, kKeyGroups>() < kN &&
                params.p2c != nullptr) {
       const int key = min(n0 + ThreadInGroup<Traits, kKeyGroups>(), seqlen - 1);
@@ -339,14 +301,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   constexpr unsigned kValuesIssuer = 32;
   uint64_t* pos_key_barrier = value_barriers + 1;
   int pos_key_tiles = 0;
-  auto issue_values = [&](int n0) {
-    MbarrierArriveExpectBytes(value_barriers, Traits::kTileElements * sizeof(Element));
-    TmaLoad2d(sV, &maps.v, head * D, seq_start + n0, value_barriers);
-  };
-  auto issue_pos_key_rows = [&](int window0) {
-    MbarrierArriveExpectBytes(pos_key_barrier, Traits::kPositionWindowElements * sizeof(Element));
-    TmaLoad2d(sC2P, &maps.c2p, head * D, window0, pos_key_barrier);
-  };
+  auto issue_values = [&](int n0) { copies.IssueValuesIntoC2P(n0); };
+  auto issue_pos_key_rows = [&](int window0) { copies.IssuePosKeyRows(window0); };
   // The first tile's (the prologue's table load is still under way: lut_global).
   auto issue_first_pos_key = [&]() {
     const TileClass tile = classify(0, true);
@@ -692,27 +648,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 
     // O += P V, P taken straight from the S accumulators.
     if constexpr (kTmaTiles) {
-      Element* value_tile = kValuesInC2P ? sV : sV + n_block % 2 * Traits::kTileElements;
-      if constexpr (kValuesInC2P) {
-        MbarrierWait(value_barriers, n_block % 2);
-      } else {
-        MbarrierWait(value_barriers + n_block % 2, n_block / 2 % 2);
-      }
-      if (n0 + kN > seqlen) {
-        // Rows past the sequence: zeros (P is 0 there, but another sequence's V may hold inf).
-        const uint4 zero = make_uint4(0, 0, 0, 0);
-        for (int chunk = (seqlen - n0) * Traits::kChunksPerRow + static_cast<int>(threadIdx.x);
-             chunk < kN * Traits::kChunksPerRow; chunk += Traits::kThreads) {
-          *reinterpret_cast<uint4*>(value_tile + chunk * Traits::kChunkElements) = zero;
-        }
-        FenceSharedForAsyncProxy();
-        group_sync();
-      }
-      WgmmaValues<Traits>(
-          o, s,
-          kValuesInC2P ? c2p_descriptor
-                       : AdvanceDescriptor(v_descriptor, n_block % 2 * Traits::kTileElements *
-                                                             static_cast<int>(sizeof(Element))));
+      WarpgroupValues<Traits, kValuesInC2P>(o, s, sV, value_barriers, n_block, n0, seqlen,
+                                            kValuesInC2P ? c2p_descriptor : v_descriptor,
+                                            group_sync);
     } else if constexpr (Traits::kTf32) {
       AccumulateValuesTf32<Traits, kN>(o, s, sV, lane);
     } else {

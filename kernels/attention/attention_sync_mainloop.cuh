@@ -126,6 +126,45 @@ __device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
   }
 }
 
+// A band tile's PosK / PosQ rows (computed windows, mma.sync) for the key group: slots window0 ..
+// window0 + span - 1 rounded up to whole 16-slot MMA column pairs, of this head, into the C2P /
+// P2C regions (those of the terms the problem has).
+template <typename Traits, int kKeyGroups>
+__device__ __forceinline__ void LoadPositionRows(
+    typename Traits::Element* c2p, typename Traits::Element* p2c,
+    const AttentionParams<typename Traits::Element>& params, int head, int window0, int span,
+    bool has_c2p, bool has_p2c) {
+  constexpr int D = Traits::kHeadDim;
+  const int64_t head_column = static_cast<int64_t>(head) * D;
+  const int rows = (span + 15) / 16 * 16;  // Whole 16-slot MMA column pairs.
+  if (has_c2p) {
+    LoadPositionWindow<Traits, kKeyGroups>(c2p, params.pos_key + head_column, params.pos_row_stride,
+                                           window0, rows, params.pos_rows);
+  }
+  if (has_p2c) {
+    LoadPositionWindow<Traits, kKeyGroups>(p2c, params.pos_query + head_column,
+                                           params.pos_row_stride, window0, rows, params.pos_rows);
+  }
+}
+
+// A band tile's C2P / P2C table windows (tables, mma.sync) for the key group: slots window0 ..
+// window0 + kSlotWindow - 1 of the CTA's query rows m0 .. and of the tile's keys n0 .. (table
+// rows at table_base + row; rows past the sequence repeat its last).
+template <typename Traits, int kKeyGroups>
+__device__ __forceinline__ void LoadTableWindows(
+    typename Traits::Element* c2p, typename Traits::Element* p2c,
+    const AttentionParams<typename Traits::Element>& params, int64_t table_base, int m0, int n0,
+    int seqlen, int window0) {
+  if (params.c2p != nullptr) {
+    LoadWindow<Traits, kKeyGroups>(c2p, params.c2p, table_base, m0, seqlen - 1, params.slot_stride,
+                                   window0);
+  }
+  if (params.p2c != nullptr) {
+    LoadWindow<Traits, kKeyGroups>(p2c, params.p2c, table_base, n0, seqlen - 1, params.slot_stride,
+                                   window0);
+  }
+}
+
 // A band tile's computed windows (kComputeWindows, mma.sync): the bias regions `c2p` / `p2c` hold
 // PosK / PosQ rows w0 .. w0 + 16 pairs - 1; they are replaced by the C2P / P2C windows of this
 // warp's 16 query rows (from `q_fragments` and `queries`) and 16 keys (`keys`). Each warp reads

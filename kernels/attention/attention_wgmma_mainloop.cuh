@@ -1,6 +1,6 @@
 // The warpgroup tile kernel's (attention_fwd_kernel.cuh with Traits::kWgmma, sm_90a) mainloop
-// pieces: a band tile's computed windows by wgmma. The mma.sync kernels' counterparts are in
-// attention_sync_mainloop.cuh.
+// pieces: the TMA copies of a key tile's K, V and bias operands, a band tile's computed windows,
+// and P V, by wgmma. The mma.sync kernels' counterparts are in attention_sync_mainloop.cuh.
 #pragma once
 
 #include <cstdint>
@@ -8,11 +8,85 @@
 
 #include "kernels/attention/attention_computed_windows.cuh"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/attention_tile_classes.cuh"
 #include "kernels/attention/attention_wgmma_tiles.cuh"
 #include "kernels/attention/tma_sm90.h"
 #include "kernels/attention/wgmma_sm90.h"
 
 namespace dflash::kernels {
+
+// The warpgroup kernels' TMA copies of a key tile (issued by one thread; the other threads wait
+// on the barriers): K and the band tile's bias operands complete on key_barrier, V on
+// value_barriers[b] (tile n uses buffer b = n % 2) or, kValuesInC2P, V(n) into the C2P region on
+// value_barriers[0] and tile n's PosK rows there on pos_key_barrier.
+template <typename Traits>
+struct WarpgroupCopies {
+  using Element = typename Traits::Element;
+  Element* k;
+  Element* v;
+  Element* c2p;
+  Element* p2c;
+  const AttentionTensorMaps& maps;
+  uint64_t* key_barrier;
+  uint64_t* value_barriers;
+  uint64_t* pos_key_barrier;
+  int head;
+  int seq_start;
+
+  // Key tile n0's copies (`copied`: its class, ClassifyTile): K; for a band tile its bias operands
+  // (computed windows: PosK / PosQ rows window0 .. window0 + kComputedWindow - 1 of this head,
+  // swizzled for the window wgmmas, rows past PosK's end arriving as zeros; tables: the C2P / P2C
+  // windows of the CTA's rows at table_base + m0 and the tile's keys); and V into buffer
+  // n0 / kN % 2. kValuesInC2P: the PosK rows and V come later (IssuePosKeyRows,
+  // IssueValuesIntoC2P). (The class is passed whole: with band and window0 evaluated at the call,
+  // the 2- and 3-CTA kernels' uniform registers came out numbered differently.)
+  template <bool kComputeWindows, bool kValuesInC2P>
+  __device__ __forceinline__ void IssueTile(int n0, const TileClass& copied, bool has_positions,
+                                            bool has_c2p, bool has_p2c, int64_t table_base,
+                                            int m0) const {
+    const bool band = has_positions && !copied.saturated;
+    const int window0 = copied.window0;
+    constexpr int kN = Traits::kBlockN;
+    constexpr int D = Traits::kHeadDim;
+    constexpr uint32_t kBiasBytes =
+        (kComputeWindows ? Traits::kPositionWindowElements : Traits::kWindowElements) *
+        sizeof(Element);
+    const bool c2p_rows = band && has_c2p && !kValuesInC2P;
+    MbarrierArriveExpectBytes(key_barrier, Traits::kTileElements * sizeof(Element) +
+                                               (c2p_rows ? kBiasBytes : 0) +
+                                               (band && has_p2c ? kBiasBytes : 0));
+    TmaLoad2d(k, &maps.k, head * D, seq_start + n0, key_barrier);
+    if (band && kComputeWindows) {
+      if (c2p_rows) TmaLoad2d(c2p, &maps.c2p, head * D, window0, key_barrier);
+      if (has_p2c) TmaLoad2d(p2c, &maps.p2c, head * D, window0, key_barrier);
+    } else if (band) {
+      const int row = static_cast<int>(table_base);
+      if (has_c2p) TmaLoad2d(c2p, &maps.c2p, window0, row + m0, key_barrier);
+      if (has_p2c) TmaLoad2d(p2c, &maps.p2c, window0, row + n0, key_barrier);
+    }
+    if constexpr (!kValuesInC2P) {
+      uint64_t* value_barrier = value_barriers + n0 / kN % 2;
+      MbarrierArriveExpectBytes(value_barrier, Traits::kTileElements * sizeof(Element));
+      TmaLoad2d(v + n0 / kN % 2 * Traits::kTileElements, &maps.v, head * D, seq_start + n0,
+                value_barrier);
+    }
+  }
+
+  // kValuesInC2P: V(n0) into the C2P region (v), on value_barriers[0].
+  __device__ __forceinline__ void IssueValuesIntoC2P(int n0) const {
+    constexpr int D = Traits::kHeadDim;
+    MbarrierArriveExpectBytes(value_barriers, Traits::kTileElements * sizeof(Element));
+    TmaLoad2d(v, &maps.v, head * D, seq_start + n0, value_barriers);
+  }
+
+  // kValuesInC2P: a band tile's PosK rows window0 .. window0 + kComputedWindow - 1 into the C2P
+  // region, on pos_key_barrier.
+  __device__ __forceinline__ void IssuePosKeyRows(int window0) const {
+    constexpr int D = Traits::kHeadDim;
+    MbarrierArriveExpectBytes(pos_key_barrier, Traits::kPositionWindowElements * sizeof(Element));
+    TmaLoad2d(c2p, &maps.c2p, head * D, window0, pos_key_barrier);
+  }
+};
 
 // The shared operands of a band tile's computed windows in the warpgroup kernel.
 template <typename Traits>
@@ -116,6 +190,42 @@ __device__ __forceinline__ void ComputeBandWindowsWgmma(const WarpgroupWindowTil
   } else {
     band_windows(std::integral_constant<int, 32>{});
   }
+}
+
+// O += P V for key tile n_block (at key n0) by wgmma, P from the S accumulators, once V has
+// landed: V buffer n_block % 2 (value_barriers[n_block % 2], parity n_block / 2 % 2) at
+// `values`, described by `descriptor`; kValuesInC2P: the C2P region (value_barriers[0], parity
+// n_block % 2). V rows past the sequence are zeroed first (P is 0 there, but another sequence's
+// V may hold inf).
+template <typename Traits, bool kValuesInC2P, typename GroupSync>
+__device__ __forceinline__ void WarpgroupValues(float (&o)[Traits::kHeadDim / 8][4],
+                                                const float (&s)[Traits::kBlockN / 8][4],
+                                                typename Traits::Element* values,
+                                                uint64_t* value_barriers, int n_block, int n0,
+                                                int seqlen, TileDescriptor descriptor,
+                                                GroupSync group_sync) {
+  using Element = typename Traits::Element;
+  constexpr int kN = Traits::kBlockN;
+  Element* value_tile = kValuesInC2P ? values : values + n_block % 2 * Traits::kTileElements;
+  if constexpr (kValuesInC2P) {
+    MbarrierWait(value_barriers, n_block % 2);
+  } else {
+    MbarrierWait(value_barriers + n_block % 2, n_block / 2 % 2);
+  }
+  if (n0 + kN > seqlen) {
+    const uint4 zero = make_uint4(0, 0, 0, 0);
+    for (int chunk = (seqlen - n0) * Traits::kChunksPerRow + static_cast<int>(threadIdx.x);
+         chunk < kN * Traits::kChunksPerRow; chunk += Traits::kThreads) {
+      *reinterpret_cast<uint4*>(value_tile + chunk * Traits::kChunkElements) = zero;
+    }
+    FenceSharedForAsyncProxy();
+    group_sync();
+  }
+  WgmmaValues<Traits>(o, s,
+                      kValuesInC2P
+                          ? descriptor
+                          : AdvanceDescriptor(descriptor, n_block % 2 * Traits::kTileElements *
+                                                              static_cast<int>(sizeof(Element))));
 }
 
 }  // namespace dflash::kernels
