@@ -520,23 +520,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       band_bias.template AddWindows<kLutShift>(acc, params, tile, n0, assign);
     };
     if constexpr (kSaturatedComputed) {
-      if (has_p2c && tile.saturated) {
-        // The first slot_lo tile (every warp read the last band tile's P2C window before the
-        // barrier that preceded this tile's copies) stores Q'^lo over it.
-        if (!tile.high && (n0 == 0 || m0 + Traits::kBlockM - 1 - (n0 - kN) > params.lo_threshold)) {
-          StoreQueriesWithColumnTerm<Traits>(sP2C, sQ, sSaturatedPositions + 3 * D);
-          FenceSharedForAsyncProxy();
-          group_sync();
-        }
-        WgmmaScores<Traits>(s, p2c_descriptor, k_descriptor);
-      } else if (has_positions && !tile.saturated) {
-        // The band tile's bias first, s = C2P_win + P2C_win, then s += Q K^T: one add per score
-        // fewer than adding the bias to Q K^T (same-call A/B on the H200: 1-2% at every length).
-        window_bias(s, true);
-        WgmmaScores<Traits, true>(s, q_descriptor, k_descriptor);
-      } else {
-        WgmmaScores<Traits>(s, q_descriptor, k_descriptor);
-      }
+      const WarpgroupWindowTiles<Traits> wgmma_tiles{
+          sC2P, sP2C, q_descriptor, k_descriptor, c2p_descriptor, p2c_descriptor, pos_key_barrier,
+          warp, lane};
+      WarpgroupComputedScores<Traits>(s, wgmma_tiles, tile, sQ, sSaturatedPositions, params, m0, n0,
+                                      has_positions, has_p2c, window_bias, group_sync);
     } else if constexpr (Traits::kWgmma) {
       WgmmaScores<Traits, true>(s, q_descriptor, k_descriptor);
     } else if constexpr (Traits::kTf32) {

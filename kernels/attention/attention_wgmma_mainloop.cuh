@@ -1,6 +1,7 @@
 // The warpgroup tile kernel's (attention_fwd_kernel.cuh with Traits::kWgmma, sm_90a) mainloop
-// pieces: the TMA copies of a key tile's K, V and bias operands, a band tile's computed windows,
-// and P V, by wgmma. The mma.sync kernels' counterparts are in attention_sync_mainloop.cuh.
+// pieces: the TMA copies of a key tile's K, V and bias operands; a band tile's computed windows,
+// the computed-window kernel's Q K^T and P V, by wgmma. The mma.sync kernels' counterparts are in
+// attention_sync_mainloop.cuh.
 #pragma once
 
 #include <cstdint>
@@ -226,6 +227,37 @@ __device__ __forceinline__ void WarpgroupValues(float (&o)[Traits::kHeadDim / 8]
                           ? descriptor
                           : AdvanceDescriptor(descriptor, n_block % 2 * Traits::kTileElements *
                                                               static_cast<int>(sizeof(Element))));
+}
+
+// S = Q K^T of key tile n0 in the warpgroup computed-window kernel: a saturated tile with a column
+// term multiplies Q' (the first slot_lo tile first stores Q'^lo over the P2C region, which every
+// warp read the last band tile's window from before the barrier that preceded this tile's
+// copies); a band tile starts the accumulators at its bias (window_bias(s, true): s = C2P_win +
+// P2C_win, then s += Q K^T, one add per score fewer than adding the bias to Q K^T; same-call A/B
+// on the H200: 1-2% at every length); other tiles run plain Q K^T, whose first k-step overwrites
+// s.
+template <typename Traits, typename WindowBias, typename GroupSync>
+__device__ __forceinline__ void WarpgroupComputedScores(
+    float (&s)[Traits::kBlockN / 8][4], const WarpgroupWindowTiles<Traits>& tiles,
+    const TileClass& tile, const typename Traits::Element* queries,
+    const typename Traits::Element* positions,
+    const AttentionParams<typename Traits::Element>& params, int m0, int n0, bool has_positions,
+    bool has_p2c, WindowBias window_bias, GroupSync group_sync) {
+  constexpr int D = Traits::kHeadDim;
+  constexpr int kN = Traits::kBlockN;
+  if (has_p2c && tile.saturated) {
+    if (!tile.high && (n0 == 0 || m0 + Traits::kBlockM - 1 - (n0 - kN) > params.lo_threshold)) {
+      StoreQueriesWithColumnTerm<Traits>(tiles.p2c, queries, positions + 3 * D);
+      FenceSharedForAsyncProxy();
+      group_sync();
+    }
+    WgmmaScores<Traits>(s, tiles.p2c_rows, tiles.k);
+  } else if (has_positions && !tile.saturated) {
+    window_bias(s, true);
+    WgmmaScores<Traits, true>(s, tiles.q, tiles.k);
+  } else {
+    WgmmaScores<Traits>(s, tiles.q, tiles.k);
+  }
 }
 
 }  // namespace dflash::kernels
