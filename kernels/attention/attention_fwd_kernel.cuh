@@ -43,8 +43,12 @@
 #include "kernels/attention/attention_block_order.h"
 #include "kernels/attention/attention_computed_windows.cuh"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/attention_softmax.cuh"
+#include "kernels/attention/attention_sync_mainloop.cuh"
+#include "kernels/attention/attention_tile_classes.cuh"
 #include "kernels/attention/attention_traits.h"
 #include "kernels/attention/attention_warp_tiles.cuh"
+#include "kernels/attention/attention_wgmma_mainloop.cuh"
 #include "kernels/attention/attention_wgmma_tiles.cuh"
 #include "kernels/attention/mma_sm80.h"
 #include "kernels/attention/tma_sm90.h"
@@ -61,120 +65,6 @@ namespace dflash::kernels {
 // (a stale maximum leaves the largest P rounded where the eager form gives it exactly 1; HISTORY.md
 // v9.10).
 inline constexpr float kLazyRescaleLog2 = 0.0f;
-
-// This thread's index in its group of kKeyGroups (DisentangledAttentionKernel), read from
-// threadIdx.x at each use: a value held for the whole kernel costs the register-capped
-// computed-window kernel measurable time (5% at L = 1024).
-template <typename Traits, int kKeyGroups>
-__device__ __forceinline__ int ThreadInGroup() {
-  return static_cast<int>(kKeyGroups == 1 ? threadIdx.x : threadIdx.x % Traits::kThreads);
-}
-
-// Copies source rows first_row .. first_row + rows - 1 (row stride `row_stride`) into rows 0 ..
-// rows - 1 of a padded shared tile, 16-byte chunks first_chunk, first_chunk + chunk_step, ...;
-// rows at or past `valid_rows` are zero. Rolled, each copy splitting its chunk index into row and
-// column: the fewest registers, for kernels at their register cap.
-template <typename Traits>
-__device__ __forceinline__ void CopyRowsByChunks(typename Traits::Element* tile,
-                                                 const typename Traits::Element* base,
-                                                 int64_t row_stride, int first_row, int rows,
-                                                 int valid_rows, int first_chunk, int chunk_step) {
-#pragma unroll 1
-  for (int chunk = first_chunk; chunk < rows * Traits::kChunksPerRow; chunk += chunk_step) {
-    const int row = chunk / Traits::kChunksPerRow;
-    const int column = (chunk % Traits::kChunksPerRow) * Traits::kChunkElements;
-    const bool valid = first_row + row < valid_rows;
-    const typename Traits::Element* source =
-        valid ? base + static_cast<int64_t>(first_row + row) * row_stride + column : base;
-    CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
-  }
-}
-
-// Copies rows [row0, row0 + 64) of one head into a padded shared tile; rows past `rows` are zero.
-// The kThreads threads of one key group share the copies (kWholeCta: every thread of the CTA).
-// kRowSteps: each thread copies the same 16-byte column of every kRowStep-th row, unrolled: no
-// per-copy division of a chunk index into row and column (with the 64-bit row product, the
-// rolled chunk loop was ~30% of the long-L table kernel's issued instructions, ncu). Otherwise
-// the rolled chunk loop, for the register-capped computed-window kernel, which spills with the
-// unrolled copies live next to a tile's scores. (The warpgroup kernels' tiles arrive by TMA.)
-template <typename Traits, int kKeyGroups, bool kWholeCta = false, bool kRowSteps = true>
-__device__ __forceinline__ void LoadTile(typename Traits::Element* tile,
-                                         const typename Traits::Element* base, int64_t row_stride,
-                                         int row0, int rows) {
-  static_assert(!Traits::kWgmma, "padded tiles: the mma.sync kernels");
-  constexpr int kCopiers = Traits::kThreads * (kWholeCta ? kKeyGroups : 1);
-  const int thread =
-      kWholeCta ? static_cast<int>(threadIdx.x) : ThreadInGroup<Traits, kKeyGroups>();
-  if constexpr (kRowSteps) {
-    constexpr int kRowStep = kCopiers / Traits::kChunksPerRow;
-    static_assert(kCopiers % Traits::kChunksPerRow == 0 && Traits::kBlockM % kRowStep == 0,
-                  "whole rows per pass");
-    const int column = thread % Traits::kChunksPerRow * Traits::kChunkElements;
-    const int first_row = thread / Traits::kChunksPerRow;
-    const int64_t step_offset = static_cast<int64_t>(kRowStep) * row_stride;
-    if (row0 + Traits::kBlockM <= rows) {
-      // A whole tile (all but a sequence's last): no per-row range test and select (SASS: 7
-      // instructions per copy with them, 3 without).
-      const typename Traits::Element* source =
-          base + static_cast<int64_t>(row0 + first_row) * row_stride + column;
-#pragma unroll
-      for (int step = 0; step < Traits::kBlockM / kRowStep; ++step) {
-        CpAsync16(tile + (first_row + step * kRowStep) * Traits::kRowStride + column, source);
-        source += step_offset;
-      }
-    } else {
-      // Bounded by the row itself (a fixed count of steps with a 64-bit offset advanced per step
-      // takes the table kernel from 167 to 191 registers at d = 64, ptxas, CUDA 13.0: one
-      // resident CTA per SM less).
-#pragma unroll
-      for (int row = first_row; row < Traits::kBlockM; row += kRowStep) {
-        const bool valid = row0 + row < rows;
-        const typename Traits::Element* source =
-            valid ? base + static_cast<int64_t>(row0 + row) * row_stride + column : base;
-        CpAsync16(tile + row * Traits::kRowStride + column, source, valid ? 16 : 0);
-      }
-    }
-  } else {
-    static_assert(!Traits::kWgmma, "swizzled tiles are copied by row steps");
-    CopyRowsByChunks<Traits>(tile, base, row_stride, row0, Traits::kBlockM, rows, thread, kCopiers);
-  }
-}
-
-// Copies PosK / PosQ rows (slots) [first_slot, first_slot + rows) of one head (rows <=
-// kComputedWindow) into a padded shared tile [kComputedWindow, d]; slots at or past `slots` are
-// zero (never read).
-template <typename Traits, int kKeyGroups>
-__device__ __forceinline__ void LoadPositionWindow(typename Traits::Element* tile,
-                                                   const typename Traits::Element* base,
-                                                   int64_t row_stride, int first_slot, int rows,
-                                                   int slots) {
-  // Rolled: it runs while a tile's scores are live, where registers are scarce. (The warpgroup
-  // kernel stages these rows by TMA, swizzled.)
-  static_assert(!Traits::kWgmma, "padded rows: the mma.sync kernels");
-  CopyRowsByChunks<Traits>(tile, base, row_stride, first_slot, rows, slots,
-                           ThreadInGroup<Traits, kKeyGroups>(), Traits::kThreads);
-}
-
-// Copies slots [window0, window0 + kSlotWindow) of table rows first_row .. first_row + 63 (rows
-// past `last_row` repeat it: their values are never used) into a [64, kSlotWindow] window.
-template <typename Traits, int kKeyGroups>
-__device__ __forceinline__ void LoadWindow(typename Traits::Element* window,
-                                           const typename Traits::Element* table, int64_t row0,
-                                           int first_row, int last_row, int slot_stride,
-                                           int window0) {
-  constexpr int kChunks = kSlotWindow / Traits::kChunkElements;
-  static_assert(kSlotWindow % Traits::kChunkElements == 0, "whole chunks per window row");
-  // Not unrolled: it runs while a tile's scores are live, where registers are scarce.
-#pragma unroll 1
-  for (int chunk = ThreadInGroup<Traits, kKeyGroups>(); chunk < Traits::kBlockM * kChunks;
-       chunk += Traits::kThreads) {
-    const int row = chunk / kChunks;
-    const int column = (chunk % kChunks) * Traits::kChunkElements;
-    const int64_t table_row = row0 + min(first_row + row, last_row);
-    CpAsync16(window + row * kSlotWindow + column,
-              table + table_row * slot_stride + window0 + column, 16);
-  }
-}
 
 // kComputeWindows: no C2P/P2C tables; band tiles (every tile in the mma.sync kernels) compute
 // their windows from PosK / PosQ (params.pos_key / pos_query) with MMAs: C2P_win [64, span] =
@@ -331,9 +221,6 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // change at the end of the tile loop, measured together.
   constexpr int kLutShift = kSaturatedComputed ? 1 : 0;
   static_assert(!kSaturatedComputed || sizeof(Element) == 2, "byte offsets of 16-bit windows");
-  // log2(sizeof(Element)): the table path's entries scaled to bytes (2- and 4-byte elements).
-  constexpr int kElementShift = sizeof(Element) == 4 ? 2 : 1;
-  static_assert(sizeof(Element) == 2 || sizeof(Element) == 4, "16- or 32-bit elements");
   constexpr bool kSaturatedTiles = !kComputeWindows || kSaturatedComputed;
   // Whether any key tile of this CTA is saturated: the first tile's smallest delta or the last
   // one's largest is past a threshold (short sequences have none: no row terms to compute).
@@ -346,51 +233,13 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   const int query[2] = {m0 + row_local[0], m0 + row_local[1]};
   const int64_t table_base = static_cast<int64_t>(head) * params.total_tokens + seq_start;
 
-  // Class of the key tile at n0 (from its delta range, kernels/attention/DESIGN.md): a saturated
-  // tile reads one slot (slot_hi when `high`, else slot_lo); a band tile stages the window of slots
-  // window0 .. window0 + kSlotWindow - 1 (relative to slot_base), and a linear band tile (every
-  // delta in [-linear_band, linear_band]) finds slot(delta) = slot_zero + delta without the table.
-  // `saturated` comes from the thresholds alone: testing the slot itself made the compiler load
-  // it from the constant bank on every tile and wait for it (ncu, L = 16384: 3% of the stall
-  // samples).
-  struct TileClass {
-    int window0;
-    int span;  // Computed windows: slots from window0 through the tile's last slot.
-    bool saturated;
-    bool high;  // Saturated at slot_hi (else slot_lo).
-    bool linear;
-  };
-  // lut_global: read the slot table in global memory (the first tile's copies are issued before
-  // the shared copy exists).
+  // Class of the key tile at n0 (attention_tile_classes.cuh). lut_global: read the slot table in
+  // global memory (the first tile's copies are issued before the shared copy exists).
+  // (The mma.sync computed-window kernels run saturated tiles as band tiles.)
+  constexpr bool kClassifySaturated = kSaturatedTiles && kSaturatedPossible;
   auto classify = [&](int n0, bool lut_global = false) {
-    const int delta_min = m0 - (n0 + kN - 1);
-    const int delta_max = (m0 + Traits::kBlockM - 1) - n0;
-    TileClass tile;
-    tile.high = delta_min >= params.hi_threshold;
-    // The mma.sync computed-window kernels run saturated tiles as band tiles.
-    tile.saturated =
-        kSaturatedTiles && kSaturatedPossible && (tile.high || delta_max <= params.lo_threshold);
-    tile.linear = delta_min >= -params.linear_band && delta_max <= params.linear_band;
-    tile.window0 = 0;
-    tile.span = 0;
-    if (has_positions && !tile.saturated) {
-      const int first = max(-params.band, min(params.band, delta_min)) + params.band;
-      auto slot_of = [&](int entry) {
-        return lut_in_shared && !lut_global ? static_cast<int>(sLut[entry]) >> kLutShift
-                                            : __ldg(params.lut + entry);
-      };
-      const int first_slot = slot_of(first);
-      // Deltas of the tile outside the sequence can fall below the batch's first slot; valid
-      // pairs never do, so the window starts at the batch's first slot at the lowest.
-      tile.window0 = kComputeWindows ? first_slot : max(0, first_slot - params.slot_base) & ~7;
-      if (kComputeWindows) {
-        // Log buckets: a tile's 127 deltas reach fewer slots away from the diagonal (v3: 26 of
-        // them for deltas 385 .. 511, one on saturated tiles), and only those are computed.
-        const int last = max(-params.band, min(params.band, delta_max)) + params.band;
-        tile.span = slot_of(last) - first_slot + 1;
-      }
-    }
-    return tile;
+    return ClassifyTile<Traits, kComputeWindows, kClassifySaturated, kLutShift>(
+        params, m0, n0, has_positions, lut_in_shared && !lut_global, sLut);
   };
 
   // Asynchronous copies of key tile n0's K rows and bias operands (C2P/P2C windows of a band
@@ -408,36 +257,14 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // waited for at every tile (ncu, L = 1024: 1.5% of the samples). The copying thread keeps
   // window0 for the same tile's PosK rows (kValuesInC2P: issued later, after P V).
   int copied_window0 = 0;
+  // The warpgroup kernels' TMA copies (attention_wgmma_mainloop.cuh).
+  const WarpgroupCopies<Traits> copies{
+      sK, sV, sC2P, sP2C, maps, key_barrier, value_barriers, value_barriers + 1, head, seq_start};
   auto issue_tma_copies = [&](int n0, bool lut_global) {
     const TileClass copied = classify(n0, lut_global);
     copied_window0 = copied.window0;
-    const bool band = has_positions && !copied.saturated;
-    // Computed windows: PosK / PosQ rows window0 .. window0 + kComputedWindow - 1 of this
-    // head, swizzled for the window wgmmas (rows past PosK's end arrive as zeros). Tables: the
-    // C2P / P2C windows.
-    constexpr uint32_t kBiasBytes =
-        (kComputeWindows ? Traits::kPositionWindowElements : Traits::kWindowElements) *
-        sizeof(Element);
-    // (kValuesInC2P: the PosK rows and V come later, issue_pos_key_rows and issue_values.)
-    const bool c2p_rows = band && has_c2p && !kValuesInC2P;
-    MbarrierArriveExpectBytes(key_barrier, Traits::kTileElements * sizeof(Element) +
-                                               (c2p_rows ? kBiasBytes : 0) +
-                                               (band && has_p2c ? kBiasBytes : 0));
-    TmaLoad2d(sK, &maps.k, head * D, seq_start + n0, key_barrier);
-    if (band && kComputeWindows) {
-      if (c2p_rows) TmaLoad2d(sC2P, &maps.c2p, head * D, copied.window0, key_barrier);
-      if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, head * D, copied.window0, key_barrier);
-    } else if (band) {
-      const int row = static_cast<int>(table_base);
-      if (has_c2p) TmaLoad2d(sC2P, &maps.c2p, copied.window0, row + m0, key_barrier);
-      if (has_p2c) TmaLoad2d(sP2C, &maps.p2c, copied.window0, row + n0, key_barrier);
-    }
-    if constexpr (!kValuesInC2P) {
-      uint64_t* value_barrier = value_barriers + n0 / kN % 2;
-      MbarrierArriveExpectBytes(value_barrier, Traits::kTileElements * sizeof(Element));
-      TmaLoad2d(sV + n0 / kN % 2 * Traits::kTileElements, &maps.v, head * D, seq_start + n0,
-                value_barrier);
-    }
+    copies.template IssueTile<kComputeWindows, kValuesInC2P>(n0, copied, has_positions, has_c2p,
+                                                             has_p2c, table_base, m0);
   };
   // tma_copies false: the prologue issued tile 0's TMA copies already (issue_tma_copies).
   auto issue_k_and_bias = [&](int n0, bool tma_copies = true) {
@@ -449,27 +276,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
                                                             seqlen);
     }
     if constexpr (kComputeWindows && !kTmaTiles) {
-      const int64_t head_column = static_cast<int64_t>(head) * D;
-      const int rows = (tile.span + 15) / 16 * 16;  // Whole 16-slot MMA column pairs.
-      if (has_c2p) {
-        LoadPositionWindow<Traits, kKeyGroups>(sC2P, params.pos_key + head_column,
-                                               params.pos_row_stride, tile.window0, rows,
-                                               params.pos_rows);
-      }
-      if (has_p2c) {
-        LoadPositionWindow<Traits, kKeyGroups>(sP2C, params.pos_query + head_column,
-                                               params.pos_row_stride, tile.window0, rows,
-                                               params.pos_rows);
-      }
+      LoadPositionRows<Traits, kKeyGroups>(sC2P, sP2C, params, head, tile.window0, tile.span,
+                                           has_c2p, has_p2c);
     } else if (!kTmaTiles && has_positions && !tile.saturated) {
-      if (params.c2p != nullptr) {
-        LoadWindow<Traits, kKeyGroups>(sC2P, params.c2p, table_base, m0, seqlen - 1,
-                                       params.slot_stride, tile.window0);
-      }
-      if (params.p2c != nullptr) {
-        LoadWindow<Traits, kKeyGroups>(sP2C, params.p2c, table_base, n0, seqlen - 1,
-                                       params.slot_stride, tile.window0);
-      }
+      LoadTableWindows<Traits, kKeyGroups>(sC2P, sP2C, params, table_base, m0, n0, seqlen,
+                                           tile.window0);
     } else if (has_positions && tile.saturated && ThreadInGroup<Traits, kKeyGroups>() < kN &&
                params.p2c != nullptr) {
       const int key = min(n0 + ThreadInGroup<Traits, kKeyGroups>(), seqlen - 1);
@@ -490,14 +301,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   constexpr unsigned kValuesIssuer = 32;
   uint64_t* pos_key_barrier = value_barriers + 1;
   int pos_key_tiles = 0;
-  auto issue_values = [&](int n0) {
-    MbarrierArriveExpectBytes(value_barriers, Traits::kTileElements * sizeof(Element));
-    TmaLoad2d(sV, &maps.v, head * D, seq_start + n0, value_barriers);
-  };
-  auto issue_pos_key_rows = [&](int window0) {
-    MbarrierArriveExpectBytes(pos_key_barrier, Traits::kPositionWindowElements * sizeof(Element));
-    TmaLoad2d(sC2P, &maps.c2p, head * D, window0, pos_key_barrier);
-  };
+  auto issue_values = [&](int n0) { copies.IssueValuesIntoC2P(n0); };
+  auto issue_pos_key_rows = [&](int window0) { copies.IssuePosKeyRows(window0); };
   // The first tile's (the prologue's table load is still under way: lut_global).
   auto issue_first_pos_key = [&]() {
     const TileClass tile = classify(0, true);
@@ -548,6 +353,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // load). The register-capped mma.sync computed-window kernels keep the tests: without them
   // ptxas spilled at d = 64.
   constexpr bool kBothWindows = !kComputeWindows || Traits::kWgmma;
+  // Band tiles' bias from their windows (attention_tile_classes.cuh).
+  const BandBias<Traits, kBothWindows> band_bias{sC2P,      sP2C, sLut,    query,
+                                                 row_local, quad, has_c2p, has_p2c};
   if (kBothWindows && has_positions && !(has_c2p && has_p2c)) {
     Element* absent = has_c2p ? sP2C : sC2P;
     for (int i = ThreadInGroup<Traits, kKeyGroups>(); i < Traits::kBiasRegionElements;
@@ -670,107 +478,20 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 
     if constexpr (kComputeWindows && Traits::kWgmma) {
       if (has_positions && !tile.saturated) {
-        // As below, by warpgroup MMAs over the swizzled Q / K tiles and staged PosK / PosQ rows,
-        // in 64-slot halves (the second only for tiles reaching more than 64 slots).
-        // P2C first: its window rows (keys) are read by every warp, C2P's (queries) only by the
-        // warp that stores them, so the barrier before the C2P store publishes P2C's and a warp
-        // barrier publishes C2P's (two CTA barriers for the windows, not three; with the
-        // mid-tile barrier, three per band tile).
-        // One copy per window width (the slots computed: 128, or 64, or in the four-CTA kernel 32
-        // where the tile reaches no more, m64n32: v3's tiles 6-8 blocks off the diagonal): with
-        // the number of halves a runtime choice, the second half's packed tiles (16 registers)
-        // stayed live around the whole key loop, since the stores could read them on a path that
-        // had not computed them.
-        const int pairs = (tile.span + 15) / 16;
-        auto band_windows = [&](auto width_constant) {
-          constexpr int kWidth = decltype(width_constant)::value;
-          constexpr bool kTwoHalves = kWidth > kComputedWindow / 2;
-          [[maybe_unused]] constexpr int kFirstHalf = kTwoHalves ? kComputedWindow / 2 : kWidth;
-          uint32_t packed[kComputedWindow / 8][2];
-          // packed = A . Pos^T over the window's kWidth slots (WgmmaWindow's layout).
-          auto compute = [&](TileDescriptor a, TileDescriptor pos) {
-            if constexpr (kValuesInC2P) {
-              float first_half[8][4];
-              IssueWindowHalf<Traits, kFirstHalf>(first_half, a, pos, 0);
-              CompleteWindowHalf<Traits, kFirstHalf>(packed, 0, first_half);
-              if constexpr (kTwoHalves) {
-                float second_half[8][4];
-                IssueWindowHalf<Traits>(second_half, a, pos, 1);
-                CompleteWindowHalf<Traits>(packed, 1, second_half);
-              }
-            } else {
-              WgmmaWindow<Traits>(packed, a, pos, kTwoHalves);
-            }
-          };
-          auto store = [&](Element* window) {
-            StoreWindowRows<Traits, kSlotWindow, kComputedWindow / 8, kWidth / 8>(
-                window, packed, warp * 16, pairs, lane);
-          };
-          if constexpr (kValuesInC2P && !kTwoHalves) {
-            if (has_p2c && has_c2p) {
-              // Both terms (DeBERTa's), one half: C2P's window runs on the tensor cores while the
-              // CTA meets and stores the P2C window (it reads Q and the PosK rows, not the P2C
-              // region). (Two halves: the P2C window's 32 packed registers beside C2P's
-              // accumulators spilled.)
-              compute(k_descriptor, p2c_descriptor);
-              MbarrierWait(pos_key_barrier, pos_key_tiles++ % 2);
-              float c2p_half[8][4];
-              IssueWindowHalf<Traits, kWidth>(c2p_half, q_descriptor, c2p_descriptor, 0);
-              group_sync();
-              store(sP2C);
-              CompleteWindowHalf<Traits, kWidth>(packed, 0, c2p_half);
-              group_sync();
-              store(sC2P);
-              __syncwarp();
-              return;
-            }
-          }
-          if (has_p2c) {
-            compute(k_descriptor, p2c_descriptor);
-            group_sync();
-            store(sP2C);
-          }
-          if (has_c2p) {
-            if constexpr (kValuesInC2P) MbarrierWait(pos_key_barrier, pos_key_tiles++ % 2);
-            compute(q_descriptor, c2p_descriptor);
-            group_sync();
-            store(sC2P);
-            __syncwarp();
-          } else {
-            group_sync();
-          }
-        };
-        if (tile.span > kComputedWindow / 2) {
-          band_windows(std::integral_constant<int, kComputedWindow>{});
-        } else if constexpr (!kValuesInC2P) {
-          band_windows(std::integral_constant<int, kComputedWindow / 2>{});
-        } else if (!kSaturatedPossible || pairs > 2) {
-          // (The saturation-free kernel, L <= 576, has few tiles that far from the diagonal: 6
-          // of 64 at L = 512, where it timed the same with the narrow copy, HISTORY.md v9.7.)
-          band_windows(std::integral_constant<int, 64>{});
-        } else {
-          band_windows(std::integral_constant<int, 32>{});
-        }
+        // As below, by warpgroup MMAs (attention_wgmma_mainloop.cuh).
+        const WarpgroupWindowTiles<Traits> wgmma_windows{
+            sC2P, sP2C, q_descriptor, k_descriptor, c2p_descriptor, p2c_descriptor, pos_key_barrier,
+            warp, lane};
+        ComputeBandWindowsWgmma<Traits, kValuesInC2P, kSaturatedPossible>(
+            wgmma_windows, tile.span, has_c2p, has_p2c, pos_key_tiles, group_sync);
       }
     } else if constexpr (kComputeWindows) {
       if (has_positions) {
         // The bias regions hold PosK / PosQ rows w0 .. w0 + 16 pairs - 1; replace them by the C2P /
         // P2C windows of this warp's 16 query rows and 16 keys (each read whole PosK / PosQ rows,
         // so a barrier separates the reads from the in-place stores).
-        uint32_t packed[kComputedWindow / 8][2];
-        const int pairs = (tile.span + 15) / 16;
-        if (has_c2p) {
-          ComputeWindowRows<Traits, true>(packed, q_fragments, sQ + warp * 16 * Traits::kRowStride,
-                                          sC2P, pairs, lane);
-          group_sync();
-          StoreWindowRows<Traits>(sC2P, packed, warp * 16, pairs, lane);
-        }
-        if (has_p2c) {
-          ComputeWindowRows<Traits, true>(packed, q_fragments, sK + warp * 16 * Traits::kRowStride,
-                                          sP2C, pairs, lane);
-          group_sync();
-          StoreWindowRows<Traits>(sP2C, packed, warp * 16, pairs, lane);
-        }
+        ComputeTileWindows<Traits>(q_fragments, sQ, sK, sC2P, sP2C, tile.span, has_c2p, has_p2c,
+                                   warp, lane, group_sync);
         group_sync();
         load_q_fragments();
       }
@@ -794,85 +515,16 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.0f;
     }
-    // score += C2P_win + P2C_win (each only where that term exists, unless kBothWindows), or with
-    // `assign`, score = C2P_win + P2C_win (kBothWindows only).
-    auto accumulate = [&](float& score, const Element* c2p, const Element* p2c, bool assign) {
-      if (assign) {
-        score = ToFloat(*c2p) + ToFloat(*p2c);
-        return;
-      }
-      if (kBothWindows || has_c2p) score += ToFloat(*c2p);
-      if (kBothWindows || has_p2c) score += ToFloat(*p2c);
-    };
-    // C2P_win + P2C_win per score of a band tile whose slots are linear in the delta (read at
-    // compile-time offsets) or looked up in the shared table, into acc by accumulate().
+    // C2P_win + P2C_win per score of a band tile from the linear slots or the shared table.
     auto window_bias = [&](float(&acc)[kNTiles][4], bool assign) {
-      if (tile.linear) {
-        // Window slot of element (row i, key j) = slot_zero + (i - j) - slot_base - window0: with
-        // j = n0 + 8t + 2 quad + e, the row part is per thread and the column part compile-time,
-        // so C2P_win[i, .] and P2C_win[j, .] (row stride kSlotWindow) are read at fixed offsets.
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int slot0 =
-              params.slot_zero + query[r] - n0 - quad * 2 - params.slot_base - tile.window0;
-          const Element* c2p_row = sC2P + row_local[r] * kSlotWindow + slot0;
-          const Element* p2c_row = sP2C + quad * 2 * kSlotWindow + slot0;
-#pragma unroll
-          for (int t = 0; t < kNTiles; ++t) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int column = t * 8 + e;  // Past quad * 2.
-              accumulate(acc[t][2 * r + e], c2p_row - column, p2c_row + column * (kSlotWindow - 1),
-                         assign);
-            }
-          }
-        }
-      } else {
-        // The tile's deltas lie within the shared table's margins (kLutPad): no clamp. Per score, a
-        // table load at a compile-time offset from the row's entry, two address adds and the two
-        // window loads (ncu, L = 512: the clamped form below took 12.7 instructions per score).
-        const int window_base = params.slot_base + tile.window0;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          // lut_row[-column] = idx(query - (n0 + 2 quad + column)).
-          const int16_t* lut_row = sLut + (query[r] - n0 - quad * 2 + params.band);
-          const Element* c2p_row = sC2P + (row_local[r] * kSlotWindow - window_base);
-          const Element* p2c_rows = sP2C + (quad * 2 * kSlotWindow - window_base);
-#pragma unroll
-          for (int t = 0; t < kNTiles; ++t) {
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int column = t * 8 + e;  // Past quad * 2.
-              // The entry in bytes: idx * sizeof(Element) (kLutShift 1 stores it so).
-              const int offset = lut_row[-column] << (kElementShift - kLutShift);
-              const unsigned char* c2p_bytes = reinterpret_cast<const unsigned char*>(c2p_row);
-              const unsigned char* p2c_bytes =
-                  reinterpret_cast<const unsigned char*>(p2c_rows + column * kSlotWindow);
-              accumulate(acc[t][2 * r + e], reinterpret_cast<const Element*>(c2p_bytes + offset),
-                         reinterpret_cast<const Element*>(p2c_bytes + offset), assign);
-            }
-          }
-        }
-      }
+      band_bias.template AddWindows<kLutShift>(acc, params, tile, n0, assign);
     };
     if constexpr (kSaturatedComputed) {
-      if (has_p2c && tile.saturated) {
-        // The first slot_lo tile (every warp read the last band tile's P2C window before the
-        // barrier that preceded this tile's copies) stores Q'^lo over it.
-        if (!tile.high && (n0 == 0 || m0 + Traits::kBlockM - 1 - (n0 - kN) > params.lo_threshold)) {
-          StoreQueriesWithColumnTerm<Traits>(sP2C, sQ, sSaturatedPositions + 3 * D);
-          FenceSharedForAsyncProxy();
-          group_sync();
-        }
-        WgmmaScores<Traits>(s, p2c_descriptor, k_descriptor);
-      } else if (has_positions && !tile.saturated) {
-        // The band tile's bias first, s = C2P_win + P2C_win, then s += Q K^T: one add per score
-        // fewer than adding the bias to Q K^T (same-call A/B on the H200: 1-2% at every length).
-        window_bias(s, true);
-        WgmmaScores<Traits, true>(s, q_descriptor, k_descriptor);
-      } else {
-        WgmmaScores<Traits>(s, q_descriptor, k_descriptor);
-      }
+      const WarpgroupWindowTiles<Traits> wgmma_tiles{
+          sC2P, sP2C, q_descriptor, k_descriptor, c2p_descriptor, p2c_descriptor, pos_key_barrier,
+          warp, lane};
+      WarpgroupComputedScores<Traits>(s, wgmma_tiles, tile, sQ, sSaturatedPositions, params, m0, n0,
+                                      has_positions, has_p2c, window_bias, group_sync);
     } else if constexpr (Traits::kWgmma) {
       WgmmaScores<Traits, true>(s, q_descriptor, k_descriptor);
     } else if constexpr (Traits::kTf32) {
@@ -902,29 +554,12 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     } else {
       // Tiles of any delta (the mma.sync computed-window kernels run saturated tiles here too), or
       // the table in global memory: deltas clamped to the band.
-      // slot_of(delta + band) = idx(delta). One loop per table location: with the location
-      // tested per element, the compiler issued both paths' instructions, the global one
-      // predicated off (ncu, L = 16384: 800 instructions per warp and band tile, half of them).
-      auto add_band_bias = [&](auto slot_of) {
-        const int window_base = params.slot_base + tile.window0;
-#pragma unroll
-        for (int t = 0; t < kNTiles; ++t) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int r = e / 2;
-            const int column = t * 8 + quad * 2 + (e % 2);
-            const int delta = max(-params.band, min(params.band, query[r] - (n0 + column)));
-            const int slot = slot_of(delta + params.band) - window_base;
-            if (kBothWindows || has_c2p)
-              s[t][e] += ToFloat(sC2P[row_local[r] * kSlotWindow + slot]);
-            if (kBothWindows || has_p2c) s[t][e] += ToFloat(sP2C[column * kSlotWindow + slot]);
-          }
-        }
-      };
       if (lut_in_shared) {
-        add_band_bias([&](int entry) { return static_cast<int>(sLut[entry]) >> kLutShift; });
+        band_bias.AddClamped(s, params, tile, n0,
+                             [&](int entry) { return static_cast<int>(sLut[entry]) >> kLutShift; });
       } else {
-        add_band_bias([&](int entry) { return __ldg(params.lut + entry); });
+        band_bias.AddClamped(s, params, tile, n0,
+                             [&](int entry) { return __ldg(params.lut + entry); });
       }
     }
     // Keys past the sequence end or masked by the padding mask: only tiles that have any.
@@ -953,46 +588,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     // Online softmax (exp2 domain). Row r's tile maximum, scaled to the exp2 domain (score_scale >
     // 0, so the maximum commutes with the affine map, and -inf stays -inf).
     auto scaled_tile_max = [&](int r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int t = 0; t < kNTiles; ++t)
-        tile_max = fmaxf(tile_max, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      return fmaf(tile_max, score_scale, row_offset[r]);
+      return fmaf(QuadRowMax(s, r), score_scale, row_offset[r]);
     };
-    // What P is exponentiated against for a running maximum m: m, or 0 while m is -inf (a row with
-    // no valid key so far), which avoids NaN.
-    auto reference_of = [](float m) { return m == -INFINITY ? 0.0f : m; };
-    // Row r's running maximum moves to new_max: O scales by c = 2^(m_old - m_new) here, l by the
-    // caller (exponentiate_row). Returns the new reference and c.
-    struct MovedMax {
-      float reference;
-      float correction;
-    };
-    auto move_row_max = [&](int r, float new_max) {
-      const float reference = reference_of(new_max);
-      const float correction = FastExp2(row_max[r] - reference);
-      row_max[r] = new_max;
-#pragma unroll
-      for (int t = 0; t < kDTiles; ++t) {
-        o[t][2 * r] *= correction;
-        o[t][2 * r + 1] *= correction;
-      }
-      return MovedMax{reference, correction};
-    };
-    // Row r's P = 2^(s * score_scale + row offset - reference), and l = l * sum_scale + sum(P):
-    // the first pair's sum joins l * sum_scale in one FMA, so a lazy tile that skips the rescale
-    // (sum_scale 1: l + x, exact) and one that takes it round as the eager form does.
+    // Row r's P and l against `reference` (attention_softmax.cuh).
     auto exponentiate_row = [&](int r, float reference, float sum_scale) {
-      const float offset = row_offset[r] - reference;
-#pragma unroll
-      for (int t = 0; t < kNTiles; ++t) {
-        s[t][2 * r] = FastExp2(fmaf(s[t][2 * r], score_scale, offset));
-        s[t][2 * r + 1] = FastExp2(fmaf(s[t][2 * r + 1], score_scale, offset));
-        const float pair = s[t][2 * r] + s[t][2 * r + 1];
-        row_sum[r] = t == 0 ? fmaf(row_sum[r], sum_scale, pair) : row_sum[r] + pair;
-      }
+      ExponentiateRow(s, row_sum[r], r, score_scale, row_offset[r] - reference, sum_scale);
     };
     // The warpgroup computed-window kernels with saturated-tile code (four CTAs per SM past
     // L = 576, or three) skip the rescale where no row's maximum rises; the others rescale every
@@ -1021,42 +621,24 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       if (__builtin_expect(__any_sync(0xffffffffu, raise), 0)) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          sum_scale[r] = move_row_max(r, fmaxf(row_max[r], tile_max[r])).correction;
+          sum_scale[r] = MoveRowMax(o, row_max, r, fmaxf(row_max[r], tile_max[r])).correction;
         }
       }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) exponentiate_row(r, reference_of(row_max[r]), sum_scale[r]);
+      for (int r = 0; r < 2; ++r) exponentiate_row(r, SoftmaxReference(row_max[r]), sum_scale[r]);
     } else {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const MovedMax moved = move_row_max(r, fmaxf(row_max[r], scaled_tile_max(r)));
+        const MovedMax moved = MoveRowMax(o, row_max, r, fmaxf(row_max[r], scaled_tile_max(r)));
         exponentiate_row(r, moved.reference, moved.correction);
       }
     }
 
     // O += P V, P taken straight from the S accumulators.
     if constexpr (kTmaTiles) {
-      Element* value_tile = kValuesInC2P ? sV : sV + n_block % 2 * Traits::kTileElements;
-      if constexpr (kValuesInC2P) {
-        MbarrierWait(value_barriers, n_block % 2);
-      } else {
-        MbarrierWait(value_barriers + n_block % 2, n_block / 2 % 2);
-      }
-      if (n0 + kN > seqlen) {
-        // Rows past the sequence: zeros (P is 0 there, but another sequence's V may hold inf).
-        const uint4 zero = make_uint4(0, 0, 0, 0);
-        for (int chunk = (seqlen - n0) * Traits::kChunksPerRow + static_cast<int>(threadIdx.x);
-             chunk < kN * Traits::kChunksPerRow; chunk += Traits::kThreads) {
-          *reinterpret_cast<uint4*>(value_tile + chunk * Traits::kChunkElements) = zero;
-        }
-        FenceSharedForAsyncProxy();
-        group_sync();
-      }
-      WgmmaValues<Traits>(
-          o, s,
-          kValuesInC2P ? c2p_descriptor
-                       : AdvanceDescriptor(v_descriptor, n_block % 2 * Traits::kTileElements *
-                                                             static_cast<int>(sizeof(Element))));
+      WarpgroupValues<Traits, kValuesInC2P>(o, s, sV, value_barriers, n_block, n0, seqlen,
+                                            kValuesInC2P ? c2p_descriptor : v_descriptor,
+                                            group_sync);
     } else if constexpr (Traits::kTf32) {
       AccumulateValuesTf32<Traits, kN>(o, s, sV, lane);
     } else {
@@ -1117,7 +699,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       const float other_max = exchange[(kDTiles * 4 + r) * Traits::kThreads + thread];
       const float other_sum = exchange[(kDTiles * 4 + 2 + r) * Traits::kThreads + thread];
       const float merged = fmaxf(row_max[r], other_max);
-      const float reference = merged == -INFINITY ? 0.0f : merged;
+      const float reference = SoftmaxReference(merged);
       const float mine = FastExp2(row_max[r] - reference);
       const float theirs = FastExp2(other_max - reference);
       row_max[r] = merged;
@@ -1136,11 +718,9 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // Normalise and store the two rows of this thread.
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float sum = row_sum[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float sum = QuadRowSum(row_sum[r]);
     if (query[r] >= seqlen) continue;
-    const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const float inverse = InverseRowSum(sum);
     Element* out_row =
         params.out + static_cast<int64_t>(seq_start + query[r]) * params.out_row_stride + head * D;
 #pragma unroll
@@ -1148,9 +728,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
       StorePair(out_row + t * 8 + quad * 2, o[t][2 * r] * inverse, o[t][2 * r + 1] * inverse);
     }
     if (params.lse != nullptr && quad == 0) {
-      // ln(sum_j exp(S_ij * scale)) = ln 2 * (m + log2(l)) in the exp2 domain.
       params.lse[static_cast<int64_t>(head) * params.total_tokens + seq_start + query[r]] =
-          sum > 0.0f ? 0.69314718056f * (row_max[r] + log2f(sum)) : -INFINITY;
+          RowLogSumExp(row_max[r], sum);
     }
   }
 }

@@ -28,6 +28,7 @@
 
 #include "kernels/attention/attention_fwd_kernel.cuh"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/attention_softmax.cuh"
 #include "kernels/attention/attention_traits.h"
 #include "kernels/attention/attention_warp_tiles.cuh"
 #include "kernels/attention/mma_sm80.h"
@@ -249,16 +250,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     // Softmax block of the warp's keys (exp2 domain).
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float tile_max = -INFINITY;
-#pragma unroll
-      for (int t = 0; t < kNTiles; ++t) {
-        tile_max = fmaxf(tile_max, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
-      }
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-      row_max[r] = tile_max;
+      row_max[r] = QuadRowMax(s, r);
       // A row whose keys here are all masked keeps max -inf: exponentiate against 0 (P = 0).
-      const float reference = tile_max == -INFINITY ? 0.0f : tile_max;
+      const float reference = SoftmaxReference(row_max[r]);
 #pragma unroll
       for (int t = 0; t < kNTiles; ++t) {
         s[t][2 * r] = FastExp2(s[t][2 * r] - reference);
@@ -305,7 +299,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       maxima[c] = theirs[(kDTiles * 4 + r) * 32];
       merged = fmaxf(merged, maxima[c]);
     }
-    const float reference = merged == -INFINITY ? 0.0f : merged;
+    const float reference = SoftmaxReference(merged);
     float sum = 0.0f;
     float out[kOwnTiles][2] = {};
 #pragma unroll
@@ -321,11 +315,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
         }
       }
     }
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    sum = QuadRowSum(sum);
     const int query = m0 + row_warp * 16 + group + 8 * r;
     if (query >= seqlen) continue;
-    const float inverse = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const float inverse = InverseRowSum(sum);
     Element* out_row =
         params.out + static_cast<int64_t>(seq_start + query) * params.out_row_stride + head * D;
 #pragma unroll
@@ -334,9 +327,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
           MmaOp::Pack(out[t][0] * inverse, out[t][1] * inverse);
     }
     if (params.lse != nullptr && key_warp == 0 && quad == 0) {
-      // ln(sum_j exp(S_ij * scale)) = ln 2 * (m + log2(l)) in the exp2 domain.
       params.lse[static_cast<int64_t>(head) * params.total_tokens + seq_start + query] =
-          sum > 0.0f ? 0.69314718056f * (merged + log2f(sum)) : -INFINITY;
+          RowLogSumExp(merged, sum);
     }
   }
 }

@@ -1,8 +1,9 @@
 // The compiled kernel variants of the disentangled attention forward: one table, from which the
 // host plan (attention_plan.h) derives the heuristic's choices, the tuner's candidates, the config
-// checks and the shared-memory checks, and from which disentangled_attention.cu instantiates and
-// launches every kernel. A variant added here is built, checked and offered as a candidate; there
-// is no second list to keep in step.
+// checks and the shared-memory checks, and from which one compile unit per variant instantiates
+// its kernels (attention_variant_launch.h) and disentangled_attention.cu launches them. A variant
+// added here is built, checked and offered as a candidate; there is no second list to keep in
+// step, only the count of units in attention_variants.cmake, which the build checks.
 //
 // Host code only (constants): nvcc compiles kernels/ as C++17, so the table is a constexpr array
 // of plain structs that the launch indexes at compile time.

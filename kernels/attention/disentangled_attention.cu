@@ -1,8 +1,8 @@
 // Launch side of the disentangled attention forward: the plan of a problem (attention_plan.h) on
 // the current device turned into kernel parameters, the C2P/P2C tables (one strided-batched cuBLAS
-// GEMM each), and the launch of the plan's variant, each compiled variant instantiated from
-// kAttentionVariants (float32: 3xTF32 or, with allow_tf32, 1xTF32 tiles; the SIMT kernel where
-// tiles cannot run).
+// GEMM each), and the launch of the plan's variant of kAttentionVariants (float32: 3xTF32 or, with
+// allow_tf32, 1xTF32 tiles; the SIMT kernel where tiles cannot run). The variants' kernels are
+// compiled in units of their own (attention_variant_launch.h); this one holds none of them.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -14,16 +14,19 @@
 #include <utility>
 
 #include "kernels/attention/attention_fp32_kernel.cuh"
-#include "kernels/attention/attention_fwd_kernel.cuh"
 #include "kernels/attention/attention_plan.h"
-#include "kernels/attention/attention_short_kernel.cuh"
 #include "kernels/attention/attention_tensor_maps.h"
+#include "kernels/attention/attention_variant_launch.h"
 #include "kernels/attention/attention_variants.h"
 #include "kernels/attention/disentangled_attention.h"
 #include "kernels/attention/masked_values.cuh"
 
 namespace dflash::kernels {
 namespace {
+
+// attention_variants.cmake generates one compile unit per variant, up to the count it passes.
+static_assert(kAttentionVariantCount == DFLASH_ATTENTION_VARIANT_COUNT,
+              "kAttentionVariants changed size: update attention_variants.cmake's count");
 
 using attention_plan::HasPositions;
 using attention_plan::SlotRange;
@@ -115,47 +118,6 @@ AttentionParams<Element> TensorParams(const AttentionProblem& p) {
   return params;
 }
 
-// Launches `kernel` over grid (m_blocks, heads, sequences) with `shared` bytes of dynamic shared
-// memory. Sequences run along grid z, which holds at most 65535: larger batches (a rerank of many
-// short passages) take several launches. `extra`: the kernel's parameters after the first.
-// tail_ctas: about how many CTAs at the end of each launch run in rank-major order
-// (attention_block_order.h; 0: none).
-template <typename Element, typename... Extra>
-cudaError_t LaunchOverSequences(void (*kernel)(AttentionParams<Element>, Extra...), int threads,
-                                int shared, AttentionParams<Element> params, int m_blocks,
-                                int num_sequences, int tail_ctas, cudaStream_t stream,
-                                const Extra&... extra) {
-  if (shared > 48 * 1024) {
-    const cudaError_t error =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared);
-    if (error != cudaSuccess) return error;
-  }
-  constexpr int kMaxGridZ = 65535;
-  for (int first = 0; first < num_sequences; first += kMaxGridZ) {
-    params.sequence_offset = first;
-    const dim3 grid(m_blocks, params.num_heads, std::min(kMaxGridZ, num_sequences - first));
-    params.tail_groups = TailGroups(tail_ctas, m_blocks, static_cast<int>(grid.y * grid.z));
-    kernel<<<grid, threads, shared, stream>>>(params, extra...);
-    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) return error;
-  }
-  return cudaSuccess;
-}
-
-template <int kHeadDim, typename Element, bool kComputeWindows, int kMinBlocks, int kKeyGroups = 1,
-          bool kWgmma = false, bool kSaturatedPossible = true>
-cudaError_t LaunchTensorCore(const AttentionParams<Element>& params,
-                             const AttentionTensorMaps& maps, int m_blocks, int num_sequences,
-                             cudaStream_t stream, int tail_ctas = 0) {
-  using Traits = AttentionTraits<kHeadDim, Element, kWgmma>;
-  return LaunchOverSequences<Element, AttentionTensorMaps>(
-      DisentangledAttentionKernel<Traits, kComputeWindows, kMinBlocks, kKeyGroups,
-                                  kSaturatedPossible>,
-      Traits::kThreads * kKeyGroups,
-      Traits::ValuesInC2P(kComputeWindows, kMinBlocks) ? Traits::kValuesInC2PSharedBytes
-                                                       : Traits::SharedBytes(kKeyGroups),
-      params, m_blocks, num_sequences, tail_ctas, stream, maps);
-}
-
 // The padded layout's copy of V [tokens, H * d] with masked keys' rows zeroed, into `out`
 // (masked_values.cuh): a grid-stride pass of 16-byte chunks, at most 4096 blocks.
 template <typename Element>
@@ -170,50 +132,6 @@ cudaError_t LaunchMaskedValues(const AttentionProblem& p, int tokens, Element* o
                                                                p.v_row_stride, p.key_padding_mask,
                                                                tokens, row_elements, out);
   return cudaGetLastError();
-}
-
-// The short-sequence kernel: 32-row blocks of sequences <= kShortMaxKeys.
-template <int kHeadDim, typename Element>
-cudaError_t LaunchShort(const AttentionParams<Element>& params, int longest, int num_sequences,
-                        cudaStream_t stream) {
-  using Traits = ShortAttentionTraits<kHeadDim, Element>;
-  return LaunchOverSequences<Element>(
-      ShortDisentangledAttentionKernel<Traits>, Traits::kThreads, Traits::kSharedBytes, params,
-      (longest + Traits::kBlockM - 1) / Traits::kBlockM, num_sequences, 0, stream);
-}
-
-// The float32 table kernel at one head dim: 3xTF32 (kSplitTf32, strict) or 1xTF32.
-template <int kHeadDim, bool kSplitTf32>
-cudaError_t LaunchFloat32Tiles(const AttentionParams<float>& params, int m_blocks, int sequences,
-                               cudaStream_t stream) {
-  using Traits = AttentionTraits<kHeadDim, float, false, kSplitTf32>;
-  return LaunchOverSequences<float, AttentionTensorMaps>(
-      DisentangledAttentionKernel<Traits, false, Traits::kMinBlocksPerSmTf32, 1>, Traits::kThreads,
-      Traits::kSharedBytes, params, m_blocks, sequences, 0, stream, AttentionTensorMaps{});
-}
-
-// Launches compiled variant kIndex (kAttentionVariants) for Element; a variant of the other
-// precision is refused, and so never instantiated for it.
-template <typename Element, int kIndex>
-cudaError_t LaunchVariant(const AttentionParams<Element>& params, const AttentionTensorMaps& maps,
-                          int longest, int sequences, int tail_ctas, cudaStream_t stream) {
-  constexpr AttentionVariant kVariant = kAttentionVariants[kIndex];
-  constexpr bool kFloat32 = std::is_same_v<Element, float>;
-  if constexpr ((kVariant.kernel == AttentionKernel::kFloat32Tile) != kFloat32) {
-    return cudaErrorInvalidValue;
-  } else if constexpr (kFloat32) {
-    constexpr int kBlockM = AttentionTraits<kVariant.head_dim, float>::kBlockM;
-    return LaunchFloat32Tiles<kVariant.head_dim, kVariant.split_tf32>(
-        params, (longest + kBlockM - 1) / kBlockM, sequences, stream);
-  } else if constexpr (kVariant.kernel == AttentionKernel::kShort) {
-    return LaunchShort<kVariant.head_dim, Element>(params, longest, sequences, stream);
-  } else {
-    return LaunchTensorCore<kVariant.head_dim, Element,
-                            kVariant.windows == AttentionWindows::kComputed, kVariant.min_blocks,
-                            kVariant.key_groups, kVariant.mma == AttentionMma::kWarpgroup,
-                            kVariant.saturated_tiles>(params, maps, (longest + 63) / 64, sequences,
-                                                      stream, tail_ctas);
-  }
 }
 
 template <typename Element, int... kIndices>
