@@ -12,11 +12,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/flags_help.h"
 #include "common/read_file.h"
 #include "common/status_macros.h"
 #include "loadtest/arrival_schedule.h"
@@ -231,14 +230,7 @@ absl::StatusOr<Setup> PrepareRun() {
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  absl::FlagsUsageConfig usage_config;
-  // --help lists this binary's flags (absl's default matches only a main file named after the
-  // binary).
-  usage_config.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "loadtest_main.cc");
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
+  dflash::ListFlagsOf({"loadtest/loadtest_main.cc"});
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     std::cerr << "dflash-loadtest: unexpected argument '" << positional[1]

@@ -22,6 +22,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
+#include "common/flags_help.h"
 #include "engine/cuda/dtype_encoding.h"
 #include "engine/model/model_config.h"
 #include "engine/model/relative_position.h"
@@ -365,6 +366,7 @@ int main(int argc, char** argv) {
       "Times the fused disentangled-attention forward on the peers' benchmark shapes.\n"
       "Usage: dflash-bench-attention [--lengths=128,...] [--dtypes=bf16,fp16,tf32] "
       "[--json=out.jsonl]");
+  dflash::ListFlagsOf({"bench/attention/attention_bench.cc"});
   absl::ParseCommandLine(argc, argv);
   dflash::ModelConfig config;  // DeBERTa-v3 positions.
   config.relative_attention = true;

@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/flags_help.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/model/checkpoint.h"
 
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Measures CPU-engine throughput (tokens/s) on random batches.\n"
       "Usage: dflash-bench-cpu --model=DIR [--seq_len=128] [--batch=8] [--iterations=5]");
+  dflash::ListFlagsOf({"engine/tools/bench_cpu_engine.cc"});
   absl::ParseCommandLine(argc, argv);
   const std::string model_dir = absl::GetFlag(FLAGS_model);
   const int seq_len = absl::GetFlag(FLAGS_seq_len);

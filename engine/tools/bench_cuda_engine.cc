@@ -22,6 +22,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags_help.h"
 #include "engine/cuda/cuda_engine.h"
 #include "engine/cuda/stage_timer.h"
 #include "engine/model/checkpoint.h"
@@ -249,6 +250,7 @@ int main(int argc, char** argv) {
       "[--parity_prefix=PREFIX]\n"
       "       dflash-bench-engine --model=DIR --sequences=FILE --dtype=fp32 "
       "[--sequence_logits=OUT.f32] [--json=OUT]");
+  dflash::ListFlagsOf({"engine/tools/bench_cuda_engine.cc"});
   absl::ParseCommandLine(argc, argv);
   const std::string dir = absl::GetFlag(FLAGS_model);
   const std::string dtype_name = absl::GetFlag(FLAGS_dtype);

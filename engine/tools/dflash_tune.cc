@@ -38,6 +38,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/flags_help.h"
 #include "common/status_macros.h"
 #include "engine/model/half_precision.h"
 #include "engine/model/model_config.h"
@@ -489,6 +490,7 @@ int main(int argc, char** argv) {
       "bf16/d64/packed/c2p+p2c/L1024. A run resumes: families already in FILE are skipped.");
   std::string command_line = "dflash-tune";
   for (int i = 1; i < argc; ++i) absl::StrAppend(&command_line, " ", argv[i]);
+  dflash::ListFlagsOf({"engine/tools/dflash_tune.cc"});
   const std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   absl::Status status;
   if (args.size() == 2 && std::string(args[1]) == "run") {

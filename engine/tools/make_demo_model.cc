@@ -15,6 +15,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags_help.h"
 #include "engine/model/safetensors.h"
 
 ABSL_FLAG(std::string, out_dir, "", "Directory to write the checkpoint into (created if missing).");
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Writes the bundled random-weight demo DeBERTa-v3-shaped checkpoint.\n"
       "Usage: dflash-make-demo-model --out_dir=DIR --spm_model=spm.model");
+  dflash::ListFlagsOf({"engine/tools/make_demo_model.cc"});
   absl::ParseCommandLine(argc, argv);
   const fs::path out_dir = absl::GetFlag(FLAGS_out_dir);
   const fs::path spm_model = absl::GetFlag(FLAGS_spm_model);

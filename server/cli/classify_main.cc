@@ -16,6 +16,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags_help.h"
 #include "common/json_document.h"
 #include "common/status_macros.h"
 #include "engine/engine_factory.h"
@@ -275,6 +276,7 @@ int main(int argc, char** argv) {
       "       dflash-classify --model=DIR --text=\"...\" --backend=cuda [--dtype=float32]\n"
       "Sequence classifiers print label scores, token classifiers per-token labels, encoder-only "
       "models sentence embeddings.");
+  dflash::ListFlagsOf({"server/cli/classify_main.cc"});
   absl::ParseCommandLine(argc, argv);
   if (const absl::Status status = dflash::Run(); !status.ok()) {
     std::cerr << "dflash-classify: " << status.message() << "\n";

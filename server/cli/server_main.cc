@@ -26,10 +26,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/flags_help.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "dflash_revision.h"  // Generated: DFLASH_REVISION (cmake/DflashRevision.cmake).
@@ -222,13 +221,7 @@ int main(int argc, char** argv) {
       "SIGTERM/SIGINT ends the grace period at once. Exit status 0 when every accepted request\n"
       "was answered, 1 when some were not (or the server could not start), 2 for a bad\n"
       "configuration. Health: grpc.health.v1; metrics: http://<metrics_listen>/metrics.");
-  // --help lists the server's own flags (server/cli/), not those of the libraries it links:
-  // absl's default looks for a file named after the binary, which this one's main is not.
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = usage.contains_helpshort_flags = [](absl::string_view file) {
-    return absl::StrContains(file, "server/cli/");
-  };
-  absl::SetFlagsUsageConfig(usage);
+  dflash::ListFlagsOf({"server/cli/server_main.cc", "server/cli/config_override_flag.cc"});
   absl::ParseCommandLine(argc, argv);
   return dflash::serving::Serve();
 }
