@@ -48,8 +48,9 @@ packages=(
   # The README's Python client example (grpcio; stubs from protoc + grpc_python_plugin) and
   # the end-to-end tests' certificate script (openssl CLI).
   python3-grpcio openssl
-  # Metrics endpoint (HTTP server) and the official exposition parser its test uses.
-  libmicrohttpd-dev python3-prometheus-client
+  # Metrics endpoint and HTTP routes (HTTP server), the official exposition parser its test uses,
+  # and GnuTLS (libmicrohttpd's TLS): client certificates on the HTTP routes (mutual TLS).
+  libmicrohttpd-dev python3-prometheus-client libgnutls28-dev
   # spm_train, used to build the demo model's tokenizer.
   sentencepiece
   # Python used by test helpers (Debian's interpreter and its packages).

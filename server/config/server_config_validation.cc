@@ -113,11 +113,6 @@ absl::Status CheckServer(const ServerConfig& config, const YamlLocations& locati
                                             "; give the HTTP routes a port of their own"));
       }
     }
-    if (!config.tls.client_ca_file.empty()) {
-      return locations.Error("server.http_listen",
-                             "cannot be combined with mutual TLS (server.tls.client_ca_file): the "
-                             "HTTP routes verify API keys, not client certificates");
-    }
   }
   if (config.http_idle_timeout < absl::Seconds(1)) {
     return locations.Error(

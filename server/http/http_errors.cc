@@ -26,6 +26,7 @@ absl::string_view TeiErrorType(int http_status, bool empty) {
     case 504:
       return "Backend";
     case 401:
+    case 403:
       return "Unauthorized";
     default:
       return "Validation";
@@ -36,6 +37,8 @@ absl::string_view OpenAiErrorType(int http_status) {
   switch (http_status) {
     case 401:
       return "authentication_error";
+    case 403:
+      return "permission_error";
     case 404:
       return "invalid_request_error";
     case 429:

@@ -1,5 +1,6 @@
 #include "server/http/http_listener.h"
 
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <sys/socket.h>
@@ -102,6 +103,26 @@ std::string FramingProblem(const HeaderScan& scan) {
   return "";
 }
 
+// Why the connection's client certificate is not accepted under mutual TLS ("" when it is): the
+// TLS session requests one from the client (MHD_OPTION_HTTPS_MEM_TRUST) but does not require it,
+// so every request checks that one came and that the client CA signed it.
+std::string ClientCertificateProblem(MHD_Connection* connection) {
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+  if (info == nullptr || info->tls_session == nullptr) return "the connection is not TLS";
+  auto session = static_cast<gnutls_session_t>(info->tls_session);
+  unsigned int count = 0;
+  if (gnutls_certificate_get_peers(session, &count) == nullptr || count == 0) {
+    return "this server requires a TLS client certificate (mutual TLS); the connection has none";
+  }
+  unsigned int verification = 0;
+  if (gnutls_certificate_verify_peers2(session, &verification) != GNUTLS_E_SUCCESS ||
+      verification != 0) {
+    return "the TLS client certificate is not signed by the server's client CA";
+  }
+  return "";
+}
+
 }  // namespace
 
 struct ListenerCallbacks {
@@ -123,6 +144,12 @@ struct ListenerCallbacks {
                      listener.Refusal(state->request.path, 400,
                                       absl::StrCat("malformed request: ", problem)),
                      /*close=*/true);
+      }
+      if (!listener.options_.tls_client_ca_pem.empty()) {
+        if (const std::string problem = ClientCertificateProblem(connection); !problem.empty()) {
+          return Queue(connection, listener.Refusal(state->request.path, 403, problem),
+                       /*close=*/true);
+        }
       }
       if (const std::string* length = state->request.Header("content-length")) {
         uint64_t bytes = 0;
@@ -297,6 +324,10 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
           {MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(settings.tls_cert_pem.c_str())});
       items.push_back(
           {MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(settings.tls_key_pem.c_str())});
+      if (!settings.tls_client_ca_pem.empty()) {
+        items.push_back(
+            {MHD_OPTION_HTTPS_MEM_TRUST, 0, const_cast<char*>(settings.tls_client_ca_pem.c_str())});
+      }
     }
     items.push_back({MHD_OPTION_END, 0, nullptr});
     listener->daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port_number), nullptr,

@@ -4,7 +4,8 @@
 // HttpResponder, from any thread, at any later time: the connection is suspended meanwhile, so no
 // listener thread waits for the engine. Requests that cannot be framed safely are refused here,
 // before any handler sees them: conflicting or repeated Content-Length / Transfer-Encoding headers
-// (request smuggling) with 400, a body over the limit with 413.
+// (request smuggling) with 400, a body over the limit with 413, a connection without a client
+// certificate of the client CA (mutual TLS) with 403.
 #pragma once
 
 #include <atomic>
@@ -57,6 +58,9 @@ struct HttpListenerOptions {
   // PEM text; both empty: plaintext.
   std::string tls_cert_pem;
   std::string tls_key_pem;
+  // PEM text of a CA (TLS only): mutual TLS, every request's connection must carry a client
+  // certificate that this CA signed, else it is refused with 403 before any handler sees it.
+  std::string tls_client_ca_pem;
   size_t max_body_bytes = size_t{16} << 20;
   // Bytes of one request's line and headers (more: 431 from libmicrohttpd).
   size_t max_header_bytes = size_t{8} << 10;

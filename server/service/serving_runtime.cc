@@ -152,6 +152,9 @@ absl::Status ServingRuntime::StartHttp(const ServerConfig& config) {
   if (config.tls.enabled()) {
     DFLASH_ASSIGN_OR_RETURN(options.tls_cert_pem, ReadFile(config.tls.cert_file));
     DFLASH_ASSIGN_OR_RETURN(options.tls_key_pem, ReadFile(config.tls.key_file));
+    if (!config.tls.client_ca_file.empty()) {
+      DFLASH_ASSIGN_OR_RETURN(options.tls_client_ca_pem, ReadFile(config.tls.client_ca_file));
+    }
   }
   options.max_body_bytes = static_cast<size_t>(config.max_message_bytes);
   options.max_header_bytes = static_cast<size_t>(config.max_metadata_bytes);

@@ -1,9 +1,10 @@
-// A minimal HTTP/1.1 client over a plain socket for the HTTP/JSON end-to-end tests: it sends
-// exactly the bytes a test writes (so malformed and hostile requests can be sent too) and reads
-// one response at a time, keeping the connection for the next request.
+// A minimal HTTP/1.1 client over a plain socket (or TLS, by GnuTLS) for the HTTP/JSON end-to-end
+// tests: it sends exactly the bytes a test writes (so malformed and hostile requests can be sent
+// too) and reads one response at a time, keeping the connection for the next request.
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -17,10 +18,20 @@ struct HttpAnswer {
   std::string body;
 };
 
+// PEM files of a TLS connection.
+struct TlsClientFiles {
+  std::string ca_file;    // The CA the server's certificate must chain to (name "localhost").
+  std::string cert_file;  // The client certificate and its key (mutual TLS); empty: none.
+  std::string key_file;
+};
+
 class HttpClient {
  public:
   // Connects to 127.0.0.1:`port`.
   static absl::StatusOr<HttpClient> Connect(int port);
+  // Connects to 127.0.0.1:`port` and completes a TLS handshake that verifies the server's
+  // certificate.
+  static absl::StatusOr<HttpClient> ConnectTls(int port, const TlsClientFiles& files);
   HttpClient(HttpClient&& other) noexcept;
   HttpClient& operator=(HttpClient&&) = delete;
   ~HttpClient();
@@ -38,11 +49,14 @@ class HttpClient {
   bool WaitForClose();
 
  private:
-  explicit HttpClient(int socket) : socket_(socket) {}
+  struct Tls;  // The GnuTLS session and credentials of a TLS connection.
+
+  explicit HttpClient(int socket);
   // Reads more bytes into buffer_; false at end of stream or error.
   bool Fill();
 
   int socket_ = -1;
+  std::unique_ptr<Tls> tls_;
   std::string buffer_;
 };
 

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/e2e/e2e_harness.h"
+#include "tests/e2e/http_client.h"
 
 namespace dflash::e2e {
 namespace {
@@ -215,6 +216,67 @@ TEST(TlsTest, MutualTlsRequiresAClientCertificateOfTheClientCa) {
           .ok())
       << "a client certificate of another CA";
   EXPECT_FALSE(CallInfo(PlaintextChannel(address)).ok()) << "plaintext client";
+}
+
+// The HTTP routes on the same TLS settings: HTTPS with the server's certificate; under mutual TLS
+// a request whose connection carries no client certificate of the client CA gets 403 (the TLS
+// session asks for one without requiring it), and one of the client CA is served.
+TEST(TlsTest, HttpRoutesServeTlsAndMutualTls) {
+  const TlsClientFiles trust_only{(CertsDir() / "ca.pem").string(), "", ""};
+  const TlsClientFiles client{(CertsDir() / "ca.pem").string(),
+                              (CertsDir() / "client.pem").string(),
+                              (CertsDir() / "client.key").string()};
+  const TlsClientFiles other_client{(CertsDir() / "ca.pem").string(),
+                                    (CertsDir() / "other_client.pem").string(),
+                                    (CertsDir() / "other_client.key").string()};
+  ServerConfig config = DemoConfig();
+  config.http_listen = "127.0.0.1:0";
+  config.tls.cert_file = (CertsDir() / "server.pem").string();
+  config.tls.key_file = (CertsDir() / "server.key").string();
+  {
+    absl::StatusOr<std::unique_ptr<TestServer>> started = StartServer(config);
+    ASSERT_TRUE(started.ok()) << started.status();
+    const int port = (*started)->runtime().http_port();
+    absl::StatusOr<HttpClient> https = HttpClient::ConnectTls(port, trust_only);
+    ASSERT_TRUE(https.ok()) << https.status();
+    absl::StatusOr<HttpAnswer> answer = https->Post("/predict", R"({"inputs": "tls works"})");
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 200) << answer->body;
+    absl::StatusOr<HttpClient> plaintext = HttpClient::Connect(port);
+    ASSERT_TRUE(plaintext.ok()) << plaintext.status();
+    absl::StatusOr<HttpAnswer> refused = plaintext->Get("/health");
+    EXPECT_FALSE(refused.ok() && refused->status == 200) << "plaintext request answered";
+  }
+  config.tls.client_ca_file = (CertsDir() / "ca.pem").string();
+  absl::StatusOr<std::unique_ptr<TestServer>> started = StartServer(config);
+  ASSERT_TRUE(started.ok()) << started.status();
+  const int port = (*started)->runtime().http_port();
+  {
+    absl::StatusOr<HttpClient> https = HttpClient::ConnectTls(port, client);
+    ASSERT_TRUE(https.ok()) << https.status();
+    absl::StatusOr<HttpAnswer> answer = https->Post("/predict", R"({"inputs": "mutual tls"})");
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 200) << answer->body;
+  }
+  {
+    absl::StatusOr<HttpClient> https = HttpClient::ConnectTls(port, trust_only);
+    ASSERT_TRUE(https.ok()) << https.status();
+    absl::StatusOr<HttpAnswer> answer = https->Post("/predict", R"({"inputs": "no certificate"})");
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 403);
+    EXPECT_THAT(answer->body, HasSubstr("requires a TLS client certificate"));
+  }
+  {
+    // GnuTLS sends no certificate of a CA the server does not name; either way the request is
+    // refused.
+    absl::StatusOr<HttpClient> https = HttpClient::ConnectTls(port, other_client);
+    ASSERT_TRUE(https.ok()) << https.status();
+    absl::StatusOr<HttpAnswer> answer = https->Get("/health");
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->status, 403);
+    EXPECT_THAT(answer->body, HasSubstr("TLS client certificate"));
+    EXPECT_THAT(answer->body, HasSubstr("Unauthorized"));
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

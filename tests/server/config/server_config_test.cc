@@ -502,8 +502,6 @@ TEST(ServerConfigErrorsTest, OutOfRangeValuesNameTheKeyAndHowToFixThem) {
       {ServerYaml("http_listen: 0.0.0.0:9464"),
        {"test.yaml:2:3", "server.http_listen", "uses port 9464 of 0.0.0.0:9464"}},
       {ServerYaml("http_listen: 8080"), {"server.http_listen", "':<port>' part is missing"}},
-      {ServerYaml("http_listen: 127.0.0.1:8080\ntls:\n  client_ca_file: ca.pem"),
-       {"server.http_listen", "mutual TLS"}},
       {ServerYaml("http_idle_timeout: 0s"), {"server.http_idle_timeout", "at least 1s"}},
       {ServerYaml("worker_threads: -2"), {"server.worker_threads", "one per core"}},
       {ServerYaml("max_inflight_requests: -1"), {"server.max_inflight_requests", "no limit"}},

@@ -506,6 +506,7 @@ TEST(HttpErrorsTest, StatusAndBodyPerFamily) {
       {absl::NotFoundError("x"), 404, "Validation", 404},
       {absl::FailedPreconditionError("x"), 400, "Validation", 400},
       {absl::UnauthenticatedError("x"), 401, "Unauthorized", 401},
+      {absl::PermissionDeniedError("x"), 403, "Unauthorized", 403},
       {absl::ResourceExhaustedError("x"), 429, "Overloaded", 429},
       {serving::ResponseTooLarge("x"), 413, "Validation", 413},
       {absl::UnavailableError("x"), 503, "Unhealthy", 503},
