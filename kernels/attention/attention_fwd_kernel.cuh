@@ -193,7 +193,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // The family's schedule of copies and barriers around each key tile.
   const auto mainloop = [&] {
     if constexpr (kTmaTiles) {
-      return WarpgroupMainloop<Traits, kComputeWindows, kValuesInC2P>{copies, sQ, query_barrier};
+      return WarpgroupMainloop<Traits, kComputeWindows, kValuesInC2P>{
+          copies, sQ, query_barrier, kValuesInC2P ? c2p_descriptor : v_descriptor, seqlen};
     } else {
       return SyncMainloop<Traits, kKeyGroups, kComputeWindows>{sQ,     sV,     q_base,
                                                                v_base, params, seqlen};
@@ -597,15 +598,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     }
 
     // O += P V, P taken straight from the S accumulators.
-    if constexpr (kTmaTiles) {
-      WarpgroupValues<Traits, kValuesInC2P>(o, s, sV, value_barriers, n_block, n0, seqlen,
-                                            kValuesInC2P ? c2p_descriptor : v_descriptor,
-                                            group_sync);
-    } else if constexpr (Traits::kTf32) {
-      AccumulateValuesTf32<Traits, kN>(o, s, sV, lane);
-    } else {
-      AccumulateValues<Traits, kN>(o, s, sV, lane);
-    }
+    mainloop.Values(o, s, n_block, n0, lane, group_sync);
 
     // The next saturated column term (read since the barrier above, where every warp was done
     // with this tile's) goes to shared memory; the next iteration's first barrier publishes it.

@@ -8,6 +8,7 @@
 
 #include "kernels/attention/attention_computed_windows.cuh"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/attention_warp_tiles.cuh"
 #include "kernels/attention/mma_sm80.h"
 
 namespace dflash::kernels {
@@ -247,6 +248,19 @@ struct SyncMainloop {
     if (has_next) {
       issue_next(n0 + kKeyGroups * Traits::kBlockN);
       CpAsyncCommit();
+    }
+  }
+
+  // O += P V for this warp's 16 rows, P from the S accumulators (V landed before ReleaseKeyTile's
+  // barrier).
+  template <typename GroupSync>
+  __device__ __forceinline__ void Values(float (&o)[Traits::kHeadDim / 8][4],
+                                         const float (&s)[Traits::kBlockN / 8][4], int /*n_block*/,
+                                         int /*n0*/, int lane, GroupSync /*group_sync*/) const {
+    if constexpr (Traits::kTf32) {
+      AccumulateValuesTf32<Traits, Traits::kBlockN>(o, s, v, lane);
+    } else {
+      AccumulateValues<Traits, Traits::kBlockN>(o, s, v, lane);
     }
   }
 };

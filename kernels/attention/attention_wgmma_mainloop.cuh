@@ -111,6 +111,8 @@ struct WarpgroupMainloop {
   WarpgroupCopies<Traits> copies;
   Element* q;               // The Q tile.
   uint64_t* query_barrier;  // Where Q completes (once).
+  TileDescriptor values;    // The V buffers (kValuesInC2P: the C2P region), for P V.
+  int seqlen;
 
   // Thread 0 initialises the four mbarriers and issues the Q tile of rows m0 ...
   __device__ __forceinline__ void IssueQuery(int m0) const {
@@ -149,6 +151,12 @@ struct WarpgroupMainloop {
     if (has_next) issue_next(n0 + Traits::kBlockN);
     if (kValuesInC2P && threadIdx.x == kValuesIssuer) copies.IssueValuesIntoC2P(n0);
   }
+
+  // O += P V(n_block) by wgmma once V has landed (WarpgroupValues, below).
+  template <typename GroupSync>
+  __device__ __forceinline__ void Values(float (&o)[Traits::kHeadDim / 8][4],
+                                         const float (&s)[Traits::kBlockN / 8][4], int n_block,
+                                         int n0, int /*lane*/, GroupSync group_sync) const;
 };
 
 // The shared operands of a band tile's computed windows in the warpgroup kernel.
@@ -320,6 +328,15 @@ __device__ __forceinline__ void WarpgroupComputedScores(
   } else {
     WgmmaScores<Traits>(s, tiles.q, tiles.k);
   }
+}
+
+template <typename Traits, bool kComputeWindows, bool kValuesInC2P>
+template <typename GroupSync>
+__device__ __forceinline__ void WarpgroupMainloop<Traits, kComputeWindows, kValuesInC2P>::Values(
+    float (&o)[Traits::kHeadDim / 8][4], const float (&s)[Traits::kBlockN / 8][4], int n_block,
+    int n0, int /*lane*/, GroupSync group_sync) const {
+  WarpgroupValues<Traits, kValuesInC2P>(o, s, copies.v, copies.value_barriers, n_block, n0, seqlen,
+                                        values, group_sync);
 }
 
 }  // namespace dflash::kernels
