@@ -194,9 +194,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   const auto mainloop = [&] {
     if constexpr (kTmaTiles) {
       return WarpgroupMainloop<Traits, kComputeWindows, kValuesInC2P>{
-          copies, sQ, query_barrier, kValuesInC2P ? c2p_descriptor : v_descriptor, seqlen};
+          copies,       sQ,           query_barrier,
+          q_descriptor, k_descriptor, kValuesInC2P ? c2p_descriptor : v_descriptor,
+          seqlen};
     } else {
-      return SyncMainloop<Traits, kKeyGroups, kComputeWindows>{sQ,     sV,     q_base,
+      return SyncMainloop<Traits, kKeyGroups, kComputeWindows>{sQ,     sK,     sV,    q_base,
                                                                v_base, params, seqlen};
     }
   }();
@@ -500,12 +502,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
           warp, lane};
       WarpgroupComputedScores<Traits>(s, wgmma_tiles, tile, sQ, sSaturatedPositions, params, m0, n0,
                                       has_positions, has_p2c, window_bias, group_sync);
-    } else if constexpr (Traits::kWgmma) {
-      WgmmaScores<Traits, true>(s, q_descriptor, k_descriptor);
-    } else if constexpr (Traits::kTf32) {
-      AccumulateScoresTf32<Traits, kN>(s, sQ + warp * 16 * Traits::kRowStride, sK, lane);
     } else {
-      AccumulateScores<Traits, kN>(s, q_fragments, sK, lane);
+      mainloop.Scores(s, q_fragments, warp, lane);
     }
 
     // Scores to the exp2 domain: exp2 argument = s * score_scale + row_offset. Every tile keeps

@@ -203,6 +203,7 @@ template <typename Traits, int kKeyGroups, bool kComputeWindows>
 struct SyncMainloop {
   using Element = typename Traits::Element;
   Element* q;             // The Q tile.
+  Element* k;             // The K tile.
   Element* v;             // The V tile.
   const Element* q_base;  // This head's Q rows of the sequence.
   const Element* v_base;  // ... and its V rows.
@@ -248,6 +249,18 @@ struct SyncMainloop {
     if (has_next) {
       issue_next(n0 + kKeyGroups * Traits::kBlockN);
       CpAsyncCommit();
+    }
+  }
+
+  // S += Q K^T for this warp's 16 rows (q_fragments: their Q; the float32 tiles read Q from
+  // shared memory).
+  __device__ __forceinline__ void Scores(float (&s)[Traits::kBlockN / 8][4],
+                                         const uint32_t (&q_fragments)[Traits::kHeadDim / 16][4],
+                                         int warp, int lane) const {
+    if constexpr (Traits::kTf32) {
+      AccumulateScoresTf32<Traits, Traits::kBlockN>(s, q + warp * 16 * Traits::kRowStride, k, lane);
+    } else {
+      AccumulateScores<Traits, Traits::kBlockN>(s, q_fragments, k, lane);
     }
   }
 

@@ -111,6 +111,8 @@ struct WarpgroupMainloop {
   WarpgroupCopies<Traits> copies;
   Element* q;               // The Q tile.
   uint64_t* query_barrier;  // Where Q completes (once).
+  TileDescriptor queries;   // The swizzled Q tile, for Q K^T.
+  TileDescriptor keys;      // The swizzled K tile.
   TileDescriptor values;    // The V buffers (kValuesInC2P: the C2P region), for P V.
   int seqlen;
 
@@ -150,6 +152,15 @@ struct WarpgroupMainloop {
     group_sync();
     if (has_next) issue_next(n0 + Traits::kBlockN);
     if (kValuesInC2P && threadIdx.x == kValuesIssuer) copies.IssueValuesIntoC2P(n0);
+  }
+
+  // S += Q K^T [64, 64] by wgmma (the table kernel: s starts at zero, or at the column terms p_j
+  // on saturated tiles; the computed-window kernel's scores: WarpgroupComputedScores).
+  __device__ __forceinline__ void Scores(
+      float (&s)[Traits::kBlockN / 8][4],
+      const uint32_t (&/*q_fragments*/)[Traits::kHeadDim / 16][4], int /*warp*/,
+      int /*lane*/) const {
+    WgmmaScores<Traits, true>(s, queries, keys);
   }
 
   // O += P V(n_block) by wgmma once V has landed (WarpgroupValues, below).
