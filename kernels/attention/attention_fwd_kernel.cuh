@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
                    : shared_bytes + Traits::kQBytes + kKeyGroups * Traits::kGroupBytes;
   // The warpgroup kernels' TMA copies complete on: key_barrier (K and the tile's bias operands;
   // phase parity = tile index % 2), value_barriers[b] (V buffer b; tile n uses b = n % 2, parity
-  // n / 2 % 2; kValuesInC2P: value_barriers[0] for V(n), issue_values, and value_barriers[1] for
-  // the PosK rows, issue_pos_key_rows, below), query_barrier (Q, once).
+  // n / 2 % 2; kValuesInC2P: value_barriers[0] for V(n) (WarpgroupMainloop), and value_barriers[1]
+  // for the PosK rows, issue_pos_key_rows, below), query_barrier (Q, once).
   uint64_t* key_barrier = reinterpret_cast<uint64_t*>(common_bytes);
   uint64_t* value_barriers = key_barrier + 1;
   uint64_t* query_barrier = key_barrier + 3;
@@ -187,16 +187,22 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   const Element* q_base = HeadRows(params.q, params.q_row_stride, seq_start, head, D);
   const Element* k_base = HeadRows(params.k, params.k_row_stride, seq_start, head, D);
   const Element* v_base = HeadRows(params.v, params.v_row_stride, seq_start, head, D);
-  if constexpr (kTmaTiles) {
-    if (threadIdx.x == 0) {
-      for (int b = 0; b < 4; ++b) MbarrierInit(key_barrier + b);
-      MbarrierArriveExpectBytes(query_barrier, Traits::kQBytes);
-      TmaLoad2d(sQ, &maps.q, head * D, seq_start + m0, query_barrier);
+  // The warpgroup kernels' TMA copies (attention_wgmma_mainloop.cuh).
+  const WarpgroupCopies<Traits> copies{
+      sK, sV, sC2P, sP2C, maps, key_barrier, value_barriers, value_barriers + 1, head, seq_start};
+  // The family's schedule of copies and barriers around each key tile.
+  const auto mainloop = [&] {
+    if constexpr (kTmaTiles) {
+      return WarpgroupMainloop<Traits, kComputeWindows, kValuesInC2P>{
+          copies,       sQ,           query_barrier,
+          q_descriptor, k_descriptor, kValuesInC2P ? c2p_descriptor : v_descriptor,
+          seqlen};
+    } else {
+      return SyncMainloop<Traits, kKeyGroups, kComputeWindows>{sQ,     sK,     sV,    q_base,
+                                                               v_base, params, seqlen};
     }
-  } else {
-    LoadTile<Traits, kKeyGroups, true>(sQ, q_base, params.q_row_stride, m0, seqlen);
-    CpAsyncCommit();
-  }
+  }();
+  mainloop.IssueQuery(m0);
 
   // The slot table in shared memory when it is small (v3: band 512, 1025 entries), at [delta +
   // band]; only the entries this CTA's tiles can reach: deltas m0 - 64 * n_blocks + 1 .. m0 + 63
@@ -257,9 +263,6 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   // waited for at every tile (ncu, L = 1024: 1.5% of the samples). The copying thread keeps
   // window0 for the same tile's PosK rows (kValuesInC2P: issued later, after P V).
   int copied_window0 = 0;
-  // The warpgroup kernels' TMA copies (attention_wgmma_mainloop.cuh).
-  const WarpgroupCopies<Traits> copies{
-      sK, sV, sC2P, sP2C, maps, key_barrier, value_barriers, value_barriers + 1, head, seq_start};
   auto issue_tma_copies = [&](int n0, bool lut_global) {
     const TileClass copied = classify(n0, lut_global);
     copied_window0 = copied.window0;
@@ -289,19 +292,11 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
           params.p2c[(table_base + key) * params.slot_stride + slot - params.slot_base];
     }
   };
-  // kValuesInC2P: the C2P region holds tile n's PosK rows, then its C2P window, then V(n). Thread
-  // kValuesIssuer issues V(n) after the barrier that follows tile n's bias (value_barriers[0],
-  // parity n % 2), and thread 0, after the barrier that follows P V(n), tile n + 1's PosK rows if
-  // it is a band tile (pos_key_barrier, parity: the band tiles before it, pos_key_tiles, % 2).
-  // V(n) goes out of warp 1 because thread 0 issues tile n + 1's K and PosQ rows at the same
-  // barrier: each copy's instructions delay its warp, which every other warp then waits for at the
-  // next barrier or wgmma. Same-call A/B on the H200 (HISTORY.md v9.13) at L = 512 / 1024 / 2048:
-  // this alone -0.5% / -0.6% / -0.7%; with window0 kept for the PosK rows (copied_window0) -1.0% /
-  // -1.3% / -0.9%, +0.5% on the MNLI mix.
-  constexpr unsigned kValuesIssuer = 32;
+  // kValuesInC2P: thread 0 issues tile n + 1's PosK rows after P V(n) if it is a band tile
+  // (pos_key_barrier, parity: the band tiles before it, pos_key_tiles, % 2; V(n)'s copy:
+  // WarpgroupMainloop).
   uint64_t* pos_key_barrier = value_barriers + 1;
   int pos_key_tiles = 0;
-  auto issue_values = [&](int n0) { copies.IssueValuesIntoC2P(n0); };
   auto issue_pos_key_rows = [&](int window0) { copies.IssuePosKeyRows(window0); };
   // The first tile's (the prologue's table load is still under way: lut_global).
   auto issue_first_pos_key = [&]() {
@@ -398,13 +393,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     issue_k_and_bias(key_group * kN, false);
     store_p_saturated();
   }
-  if constexpr (kTmaTiles) {
-    MbarrierWait(query_barrier, 0);
-  } else {
-    CpAsyncCommit();
-    CpAsyncWait<1>();
-    __syncthreads();
-  }
+  mainloop.WaitQuery();
 
   // Q fragments of this warp's 16 rows, for every k-step (sQ is never overwritten: with
   // computed windows they are reloaded per tile rather than held across the window MMAs).
@@ -460,20 +449,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
   for (int n_block = key_group; n_block < n_blocks; n_block += kKeyGroups) {
     const int n0 = n_block * kN;
     const bool has_next = n_block + kKeyGroups < n_blocks;
-    if constexpr (kTmaTiles) {
-      // KB(n) has landed (TMA writes are visible to the threads that waited for them).
-      MbarrierWait(key_barrier, n_block % 2);
-      // The table kernel's saturated column terms, stored after the previous tile's P V.
-      if constexpr (!kComputeWindows) group_sync();
-    } else {
-      // KB(n) has landed and every thread's copies are visible; every warp is done with sV
-      // (P V of tile n - 1): start V(n).
-      CpAsyncWait<0>();
-      group_sync();
-      LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(sV, v_base, params.v_row_stride, n0,
-                                                            seqlen);
-      CpAsyncCommit();
-    }
+    // KB(n) has landed (the mma.sync kernels: V(n) goes out).
+    mainloop.BeginTile(n_block, n0, group_sync);
     const TileClass tile = classify(n0);
 
     if constexpr (kComputeWindows && Traits::kWgmma) {
@@ -525,12 +502,8 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
           warp, lane};
       WarpgroupComputedScores<Traits>(s, wgmma_tiles, tile, sQ, sSaturatedPositions, params, m0, n0,
                                       has_positions, has_p2c, window_bias, group_sync);
-    } else if constexpr (Traits::kWgmma) {
-      WgmmaScores<Traits, true>(s, q_descriptor, k_descriptor);
-    } else if constexpr (Traits::kTf32) {
-      AccumulateScoresTf32<Traits, kN>(s, sQ + warp * 16 * Traits::kRowStride, sK, lane);
     } else {
-      AccumulateScores<Traits, kN>(s, q_fragments, sK, lane);
+      mainloop.Scores(s, q_fragments, warp, lane);
     }
 
     // Scores to the exp2 domain: exp2 argument = s * score_scale + row_offset. Every tile keeps
@@ -568,22 +541,10 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     }
 
     // Every warp is done with sK and the bias operands of this tile (and with the V buffer of
-    // tile n - 1): start the next tile's. (Without TMA: V(n) has landed too.)
-    if constexpr (kTmaTiles) {
-      // The computed windows' in-place stores (generic proxy) before TMA overwrites them (band
-      // tiles only: no other tile stores to shared memory).
-      if (kComputeWindows && has_positions && !tile.saturated) FenceSharedForAsyncProxy();
-      group_sync();
-      if (has_next) issue_k_and_bias(n0 + kN);
-      if (kValuesInC2P && threadIdx.x == kValuesIssuer) issue_values(n0);
-    } else {
-      CpAsyncWait<0>();
-      group_sync();
-      if (has_next) {
-        issue_k_and_bias(n0 + kKeyGroups * kN);
-        CpAsyncCommit();
-      }
-    }
+    // tile n - 1): start the next tile's. (Band tiles' computed windows are the only stores to
+    // shared memory a TMA copy then overwrites.)
+    mainloop.ReleaseKeyTile(n0, has_next, kComputeWindows && has_positions && !tile.saturated,
+                            issue_k_and_bias, group_sync);
 
     // Online softmax (exp2 domain). Row r's tile maximum, scaled to the exp2 domain (score_scale >
     // 0, so the maximum commutes with the affine map, and -inf stays -inf).
@@ -635,15 +596,7 @@ __global__ void __launch_bounds__(Traits::kThreads* kKeyGroups, kMinBlocks)
     }
 
     // O += P V, P taken straight from the S accumulators.
-    if constexpr (kTmaTiles) {
-      WarpgroupValues<Traits, kValuesInC2P>(o, s, sV, value_barriers, n_block, n0, seqlen,
-                                            kValuesInC2P ? c2p_descriptor : v_descriptor,
-                                            group_sync);
-    } else if constexpr (Traits::kTf32) {
-      AccumulateValuesTf32<Traits, kN>(o, s, sV, lane);
-    } else {
-      AccumulateValues<Traits, kN>(o, s, sV, lane);
-    }
+    mainloop.Values(o, s, n_block, n0, lane, group_sync);
 
     // The next saturated column term (read since the barrier above, where every warp was done
     // with this tile's) goes to shared memory; the next iteration's first barrier publishes it.

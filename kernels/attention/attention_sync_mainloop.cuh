@@ -8,6 +8,7 @@
 
 #include "kernels/attention/attention_computed_windows.cuh"
 #include "kernels/attention/attention_params.h"
+#include "kernels/attention/attention_warp_tiles.cuh"
 #include "kernels/attention/mma_sm80.h"
 
 namespace dflash::kernels {
@@ -191,5 +192,90 @@ __device__ __forceinline__ void ComputeTileWindows(
     StoreWindowRows<Traits>(p2c, packed, warp * 16, pairs, lane);
   }
 }
+
+// The mma.sync tile kernel's schedule of cp.async copies and key-group barriers around each key
+// tile, as the kernel calls it (FlashAttention-2's order, two barriers per tile): Q once
+// (IssueQuery, WaitQuery), then per tile V(n) once K and the bias operands of tile n have landed
+// (BeginTile) and the next tile's K and bias operands once every warp has read them
+// (ReleaseKeyTile). The warpgroup kernels' counterpart is WarpgroupMainloop
+// (attention_wgmma_mainloop.cuh).
+template <typename Traits, int kKeyGroups, bool kComputeWindows>
+struct SyncMainloop {
+  using Element = typename Traits::Element;
+  Element* q;             // The Q tile.
+  Element* k;             // The K tile.
+  Element* v;             // The V tile.
+  const Element* q_base;  // This head's Q rows of the sequence.
+  const Element* v_base;  // ... and its V rows.
+  const AttentionParams<Element>& params;
+  int seqlen;
+
+  // The whole CTA copies the Q tile of rows m0 ... as one copy group.
+  __device__ __forceinline__ void IssueQuery(int m0) const {
+    LoadTile<Traits, kKeyGroups, true>(q, q_base, params.q_row_stride, m0, seqlen);
+    CpAsyncCommit();
+  }
+
+  // Commits the group's first tile's copies (issued since IssueQuery; a group without tiles
+  // commits an empty group: the counts stay the same) and waits for Q, CTA-wide.
+  __device__ __forceinline__ void WaitQuery() const {
+    CpAsyncCommit();
+    CpAsyncWait<1>();
+    __syncthreads();
+  }
+
+  // K and the bias operands of tile n0 have landed and every thread's copies are visible; every
+  // warp is done with the V tile (P V of the group's previous tile): start V(n0).
+  template <typename GroupSync>
+  __device__ __forceinline__ void BeginTile(int /*n_block*/, int n0, GroupSync group_sync) const {
+    CpAsyncWait<0>();
+    group_sync();
+    LoadTile<Traits, kKeyGroups, false, !kComputeWindows>(v, v_base, params.v_row_stride, n0,
+                                                          seqlen);
+    CpAsyncCommit();
+  }
+
+  // V(n0) has landed and every warp is done with K and the bias operands of tile n0:
+  // issue_next(n0 + kKeyGroups * kBlockN) copies the group's next tile's if has_next.
+  // (windows_stored: the warpgroup kernels' fence; cp.async needs none.)
+  // (issue_next by reference: a copy of the kernel's closure changed the code ptxas was given,
+  // and the SASS, of every mma.sync and warpgroup table kernel.)
+  template <typename IssueNext, typename GroupSync>
+  __device__ __forceinline__ void ReleaseKeyTile(int n0, bool has_next, bool /*windows_stored*/,
+                                                 const IssueNext& issue_next,
+                                                 GroupSync group_sync) const {
+    CpAsyncWait<0>();
+    group_sync();
+    if (has_next) {
+      issue_next(n0 + kKeyGroups * Traits::kBlockN);
+      CpAsyncCommit();
+    }
+  }
+
+  // S += Q K^T for this warp's 16 rows (q_fragments: their Q; the float32 tiles read Q from
+  // shared memory).
+  __device__ __forceinline__ void Scores(float (&s)[Traits::kBlockN / 8][4],
+                                         const uint32_t (&q_fragments)[Traits::kHeadDim / 16][4],
+                                         int warp, int lane) const {
+    if constexpr (Traits::kTf32) {
+      AccumulateScoresTf32<Traits, Traits::kBlockN>(s, q + warp * 16 * Traits::kRowStride, k, lane);
+    } else {
+      AccumulateScores<Traits, Traits::kBlockN>(s, q_fragments, k, lane);
+    }
+  }
+
+  // O += P V for this warp's 16 rows, P from the S accumulators (V landed before ReleaseKeyTile's
+  // barrier).
+  template <typename GroupSync>
+  __device__ __forceinline__ void Values(float (&o)[Traits::kHeadDim / 8][4],
+                                         const float (&s)[Traits::kBlockN / 8][4], int /*n_block*/,
+                                         int /*n0*/, int lane, GroupSync /*group_sync*/) const {
+    if constexpr (Traits::kTf32) {
+      AccumulateValuesTf32<Traits, Traits::kBlockN>(o, s, v, lane);
+    } else {
+      AccumulateValues<Traits, Traits::kBlockN>(o, s, v, lane);
+    }
+  }
+};
 
 }  // namespace dflash::kernels

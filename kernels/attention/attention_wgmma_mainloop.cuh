@@ -89,6 +89,87 @@ struct WarpgroupCopies {
   }
 };
 
+// The warpgroup tile kernel's schedule of copies and CTA barriers around each key tile, as the
+// kernel calls it: Q once (IssueQuery, WaitQuery), then per tile the wait for its K and bias
+// operands (BeginTile) and, once every warp has read them, the next tile's copies
+// (ReleaseKeyTile). Thread 0 issues; every thread waits on the copies' mbarriers. The mma.sync
+// kernels' counterpart is SyncMainloop (attention_sync_mainloop.cuh).
+template <typename Traits, bool kComputeWindows, bool kValuesInC2P>
+struct WarpgroupMainloop {
+  using Element = typename Traits::Element;
+  // kValuesInC2P: the C2P region holds tile n's PosK rows, then its C2P window, then V(n). Thread
+  // kValuesIssuer issues V(n) after the barrier that follows tile n's bias (value_barriers[0],
+  // parity n % 2), and thread 0, after the barrier that follows P V(n), tile n + 1's PosK rows if
+  // it is a band tile (pos_key_barrier, parity: the band tiles before it, % 2). V(n) goes out of
+  // warp 1 because thread 0 issues tile n + 1's K and PosQ rows at the same barrier: each copy's
+  // instructions delay its warp, which every other warp then waits for at the next barrier or
+  // wgmma. Same-call A/B on the H200 (HISTORY.md v9.13) at L = 512 / 1024 / 2048: this alone
+  // -0.5% / -0.6% / -0.7%; with window0 kept for the PosK rows (the kernel's copied_window0)
+  // -1.0% / -1.3% / -0.9%, +0.5% on the MNLI mix.
+  static constexpr unsigned kValuesIssuer = 32;
+
+  WarpgroupCopies<Traits> copies;
+  Element* q;               // The Q tile.
+  uint64_t* query_barrier;  // Where Q completes (once).
+  TileDescriptor queries;   // The swizzled Q tile, for Q K^T.
+  TileDescriptor keys;      // The swizzled K tile.
+  TileDescriptor values;    // The V buffers (kValuesInC2P: the C2P region), for P V.
+  int seqlen;
+
+  // Thread 0 initialises the four mbarriers and issues the Q tile of rows m0 ...
+  __device__ __forceinline__ void IssueQuery(int m0) const {
+    if (threadIdx.x == 0) {
+      for (int b = 0; b < 4; ++b) MbarrierInit(copies.key_barrier + b);
+      MbarrierArriveExpectBytes(query_barrier, Traits::kQBytes);
+      TmaLoad2d(q, &copies.maps.q, copies.head * Traits::kHeadDim, copies.seq_start + m0,
+                query_barrier);
+    }
+  }
+
+  // Q has landed (the first tile's copies were issued before, by the kernel).
+  __device__ __forceinline__ void WaitQuery() const { MbarrierWait(query_barrier, 0); }
+
+  // Key tile n_block's K and bias operands have landed (TMA writes are visible to the threads
+  // that waited for them); the table kernel also meets the CTA, for the saturated column terms
+  // stored after the previous tile's P V.
+  template <typename GroupSync>
+  __device__ __forceinline__ void BeginTile(int n_block, int /*n0*/, GroupSync group_sync) const {
+    MbarrierWait(copies.key_barrier, n_block % 2);
+    if constexpr (!kComputeWindows) group_sync();
+  }
+
+  // Every warp is done with K and the bias operands of tile n0 (and with the V buffer of the
+  // tile before): issue_next(n0 + kBlockN) issues the next tile's copies if has_next;
+  // kValuesInC2P: V(n0) goes into the C2P region. windows_stored: the tile's computed windows were
+  // stored in place (generic proxy), fenced before TMA overwrites them.
+  // (issue_next by reference: a copy of the kernel's closure changed the code ptxas was given,
+  // and the SASS, of every mma.sync and warpgroup table kernel.)
+  template <typename IssueNext, typename GroupSync>
+  __device__ __forceinline__ void ReleaseKeyTile(int n0, bool has_next, bool windows_stored,
+                                                 const IssueNext& issue_next,
+                                                 GroupSync group_sync) const {
+    if (windows_stored) FenceSharedForAsyncProxy();
+    group_sync();
+    if (has_next) issue_next(n0 + Traits::kBlockN);
+    if (kValuesInC2P && threadIdx.x == kValuesIssuer) copies.IssueValuesIntoC2P(n0);
+  }
+
+  // S += Q K^T [64, 64] by wgmma (the table kernel: s starts at zero, or at the column terms p_j
+  // on saturated tiles; the computed-window kernel's scores: WarpgroupComputedScores).
+  __device__ __forceinline__ void Scores(
+      float (&s)[Traits::kBlockN / 8][4],
+      const uint32_t (&/*q_fragments*/)[Traits::kHeadDim / 16][4], int /*warp*/,
+      int /*lane*/) const {
+    WgmmaScores<Traits, true>(s, queries, keys);
+  }
+
+  // O += P V(n_block) by wgmma once V has landed (WarpgroupValues, below).
+  template <typename GroupSync>
+  __device__ __forceinline__ void Values(float (&o)[Traits::kHeadDim / 8][4],
+                                         const float (&s)[Traits::kBlockN / 8][4], int n_block,
+                                         int n0, int /*lane*/, GroupSync group_sync) const;
+};
+
 // The shared operands of a band tile's computed windows in the warpgroup kernel.
 template <typename Traits>
 struct WarpgroupWindowTiles {
@@ -258,6 +339,15 @@ __device__ __forceinline__ void WarpgroupComputedScores(
   } else {
     WgmmaScores<Traits>(s, tiles.q, tiles.k);
   }
+}
+
+template <typename Traits, bool kComputeWindows, bool kValuesInC2P>
+template <typename GroupSync>
+__device__ __forceinline__ void WarpgroupMainloop<Traits, kComputeWindows, kValuesInC2P>::Values(
+    float (&o)[Traits::kHeadDim / 8][4], const float (&s)[Traits::kBlockN / 8][4], int n_block,
+    int n0, int /*lane*/, GroupSync group_sync) const {
+  WarpgroupValues<Traits, kValuesInC2P>(o, s, copies.v, copies.value_barriers, n_block, n0, seqlen,
+                                        values, group_sync);
 }
 
 }  // namespace dflash::kernels
