@@ -1,8 +1,10 @@
 #include "loadtest/arrival_schedule.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace dflash::loadtest {
 
@@ -28,6 +30,12 @@ absl::string_view ArrivalProcessName(ArrivalProcess process) {
 
 absl::StatusOr<ArrivalSchedule> ArrivalSchedule::Create(ArrivalProcess process,
                                                         double rate_per_second, uint64_t seed) {
+  return CreateShare(process, rate_per_second, seed, 0, 1);
+}
+
+absl::StatusOr<ArrivalSchedule> ArrivalSchedule::CreateShare(ArrivalProcess process,
+                                                             double rate_per_second, uint64_t seed,
+                                                             int sender, int senders) {
   if (process == ArrivalProcess::kClosedLoop) {
     return absl::InvalidArgumentError("a closed loop has no arrival schedule");
   }
@@ -35,19 +43,49 @@ absl::StatusOr<ArrivalSchedule> ArrivalSchedule::Create(ArrivalProcess process,
     return absl::InvalidArgumentError(absl::StrCat(
         "open-loop rate must be a positive number of calls per second, got ", rate_per_second));
   }
-  return ArrivalSchedule(process, rate_per_second, seed);
+  if (senders < 1 || sender < 0 || sender >= senders) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("no share ", sender, " of a schedule split over ", senders, " senders"));
+  }
+  return ArrivalSchedule(process, rate_per_second, seed, sender, senders);
 }
 
 std::chrono::nanoseconds ArrivalSchedule::Next() {
   double seconds = 0.0;
   if (process_ == ArrivalProcess::kConstant) {
     seconds = static_cast<double>(index_) / rate_;
+    index_ += stride_;
   } else {
-    poisson_seconds_ += Exponential(rng_, rate_);
+    poisson_seconds_ += Exponential(rng_, share_rate_);
     seconds = poisson_seconds_;
   }
-  ++index_;
   return std::chrono::nanoseconds(static_cast<int64_t>(std::llround(seconds * 1e9)));
+}
+
+absl::StatusOr<MergedArrivals> MergedArrivals::Create(ArrivalProcess process,
+                                                      double rate_per_second, uint64_t seed,
+                                                      int senders) {
+  std::vector<ArrivalSchedule> shares;
+  for (int sender = 0; sender < std::max(senders, 1); ++sender) {
+    DFLASH_ASSIGN_OR_RETURN(
+        ArrivalSchedule share,
+        ArrivalSchedule::CreateShare(process, rate_per_second, seed, sender, senders));
+    shares.push_back(std::move(share));
+  }
+  return MergedArrivals(std::move(shares));
+}
+
+MergedArrivals::MergedArrivals(std::vector<ArrivalSchedule> shares) : shares_(std::move(shares)) {
+  for (size_t sender = 0; sender < shares_.size(); ++sender) {
+    heads_.emplace(shares_[sender].Next(), static_cast<int>(sender));
+  }
+}
+
+MergedArrivals::Arrival MergedArrivals::Next() {
+  const auto [offset, sender] = heads_.top();
+  heads_.pop();
+  heads_.emplace(shares_[static_cast<size_t>(sender)].Next(), sender);
+  return Arrival{offset, sender};
 }
 
 }  // namespace dflash::loadtest

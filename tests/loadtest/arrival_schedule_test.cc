@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <vector>
 
@@ -37,19 +38,92 @@ TEST(ArrivalScheduleTest, ConstantRateIsExactAndDoesNotDrift) {
   }
 }
 
-// Statistical checks of the Poisson schedule with a fixed seed: deterministic, with bounds several
-// standard errors wide.
-class PoissonScheduleTest : public ::testing::Test {
+TEST(ArrivalScheduleTest, SplitConstantScheduleMergesToTheSingleOne) {
+  for (double rate : {3.0, 43080.0}) {
+    for (int senders : {1, 2, 3, 4, 7}) {
+      auto single = ArrivalSchedule::Create(ArrivalProcess::kConstant, rate, 1);
+      auto merged = MergedArrivals::Create(ArrivalProcess::kConstant, rate, 1, senders);
+      ASSERT_TRUE(single.ok() && merged.ok());
+      for (int n = 0; n < 100000; ++n) {
+        const MergedArrivals::Arrival arrival = merged->Next();
+        ASSERT_EQ(arrival.offset, single->Next()) << "rate " << rate << ", senders " << senders;
+        // Sender k has calls k, k + senders, ...: the request indices it sends.
+        ASSERT_EQ(arrival.sender, n % senders);
+      }
+    }
+  }
+}
+
+TEST(ArrivalScheduleTest, SharesOfASplitSchedule) {
+  EXPECT_FALSE(ArrivalSchedule::CreateShare(ArrivalProcess::kPoisson, 10.0, 1, 0, 0).ok());
+  EXPECT_FALSE(ArrivalSchedule::CreateShare(ArrivalProcess::kPoisson, 10.0, 1, 2, 2).ok());
+  EXPECT_FALSE(ArrivalSchedule::CreateShare(ArrivalProcess::kPoisson, 10.0, 1, -1, 2).ok());
+  EXPECT_FALSE(ArrivalSchedule::CreateShare(ArrivalProcess::kClosedLoop, 10.0, 1, 0, 2).ok());
+  // The only share of one sender is the whole schedule, so --senders=1 keeps earlier runs' times.
+  auto whole = ArrivalSchedule::Create(ArrivalProcess::kPoisson, 50.0, 9);
+  auto only = ArrivalSchedule::CreateShare(ArrivalProcess::kPoisson, 50.0, 9, 0, 1);
+  // Constant share 1 of 3 at 30/s: calls 1, 4, 7, ... of the whole schedule.
+  auto constant = ArrivalSchedule::CreateShare(ArrivalProcess::kConstant, 30.0, 9, 1, 3);
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_EQ(whole->Next(), only->Next());
+    EXPECT_EQ(constant->Next().count(), std::llround((1.0 + 3.0 * i) / 30.0 * 1e9));
+  }
+  // Poisson shares are distinct streams, each reproducible by seed.
+  auto a = ArrivalSchedule::CreateShare(ArrivalProcess::kPoisson, 50.0, 9, 0, 2);
+  auto b = ArrivalSchedule::CreateShare(ArrivalProcess::kPoisson, 50.0, 9, 1, 2);
+  auto b_again = ArrivalSchedule::CreateShare(ArrivalProcess::kPoisson, 50.0, 9, 1, 2);
+  int equal = 0;
+  for (int i = 0; i < 100; ++i) {
+    const auto tb = b->Next();
+    EXPECT_EQ(tb, b_again->Next());
+    equal += a->Next() == tb ? 1 : 0;
+  }
+  EXPECT_EQ(equal, 0);
+}
+
+TEST(ArrivalScheduleTest, SplitPoissonCountsAreWithinTenSigma) {
+  // Arrivals in a window of T seconds are Poisson with mean and variance rate * T, for the merged
+  // stream and for each share (at rate / senders). Ten standard deviations: a fixed seed makes
+  // this deterministic, and the bound would hold for any seed but with odds far below 1e-20.
+  constexpr double kRate = 1000.0;
+  constexpr double kWindowSeconds = 100.0;
+  const auto window = std::chrono::nanoseconds(static_cast<int64_t>(kWindowSeconds * 1e9));
+  for (int senders : {2, 4, 16}) {
+    auto merged = MergedArrivals::Create(ArrivalProcess::kPoisson, kRate, 7, senders);
+    ASSERT_TRUE(merged.ok());
+    std::vector<int64_t> per_sender(static_cast<size_t>(senders), 0);
+    int64_t total = 0;
+    std::chrono::nanoseconds previous{0};
+    for (MergedArrivals::Arrival arrival = merged->Next(); arrival.offset < window;
+         arrival = merged->Next()) {
+      ASSERT_GE(arrival.offset, previous);
+      previous = arrival.offset;
+      ++total;
+      ++per_sender[static_cast<size_t>(arrival.sender)];
+    }
+    const double expected = kRate * kWindowSeconds;
+    EXPECT_NEAR(static_cast<double>(total), expected, 10.0 * std::sqrt(expected)) << senders;
+    for (int64_t count : per_sender) {
+      EXPECT_NEAR(static_cast<double>(count), expected / senders,
+                  10.0 * std::sqrt(expected / senders))
+          << senders;
+    }
+  }
+}
+
+// Statistical checks of the Poisson schedule with a fixed seed, whole and merged from 4 shares:
+// deterministic, with bounds several standard errors wide.
+class PoissonScheduleTest : public ::testing::TestWithParam<int> {
  protected:
   static constexpr double kRate = 1000.0;
   static constexpr int kArrivals = 200000;
 
   void SetUp() override {
-    auto schedule = ArrivalSchedule::Create(ArrivalProcess::kPoisson, kRate, 42);
+    auto schedule = MergedArrivals::Create(ArrivalProcess::kPoisson, kRate, 42, GetParam());
     ASSERT_TRUE(schedule.ok());
     double previous = 0.0;
     for (int i = 0; i < kArrivals; ++i) {
-      const double t = static_cast<double>(schedule->Next().count()) * 1e-9;
+      const double t = static_cast<double>(schedule->Next().offset.count()) * 1e-9;
       ASSERT_GE(t, previous);
       gaps_.push_back(t - previous);
       times_.push_back(t);
@@ -61,13 +135,13 @@ class PoissonScheduleTest : public ::testing::Test {
   std::vector<double> times_;
 };
 
-TEST_F(PoissonScheduleTest, MeanRate) {
+TEST_P(PoissonScheduleTest, MeanRate) {
   // 200,000 arrivals over about 200 s: the standard error of the rate is about 0.2%.
   const double rate = kArrivals / times_.back();
   EXPECT_NEAR(rate, kRate, 0.01 * kRate);
 }
 
-TEST_F(PoissonScheduleTest, GapsAreExponential) {
+TEST_P(PoissonScheduleTest, GapsAreExponential) {
   double sum = 0.0;
   double sum_squares = 0.0;
   for (double gap : gaps_) {
@@ -100,7 +174,7 @@ TEST_F(PoissonScheduleTest, GapsAreExponential) {
   EXPECT_LT(distance, 1.95 / std::sqrt(static_cast<double>(kArrivals)));
 }
 
-TEST_F(PoissonScheduleTest, CountsPerSecondHavePoissonDispersion) {
+TEST_P(PoissonScheduleTest, CountsPerSecondHavePoissonDispersion) {
   // Arrivals per 1 s window: mean = variance = rate for a Poisson process (a constant-rate
   // schedule would have variance 0).
   std::vector<int> counts(static_cast<size_t>(times_.back()), 0);
@@ -116,6 +190,8 @@ TEST_F(PoissonScheduleTest, CountsPerSecondHavePoissonDispersion) {
   EXPECT_NEAR(mean, kRate, 0.02 * kRate);
   EXPECT_NEAR(variance / mean, 1.0, 0.35);
 }
+
+INSTANTIATE_TEST_SUITE_P(Senders, PoissonScheduleTest, ::testing::Values(1, 4));
 
 TEST(ArrivalScheduleTest, PoissonIsReproducibleBySeed) {
   auto a = ArrivalSchedule::Create(ArrivalProcess::kPoisson, 50.0, 9);
