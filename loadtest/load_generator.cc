@@ -1,8 +1,11 @@
 #include "loadtest/load_generator.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -53,17 +56,24 @@ class Runner {
   // Builds the request of call `index`. Done before the call is due, so that the generator's own
   // work neither delays an open-loop send nor counts in a closed-loop latency.
   std::unique_ptr<Call> Prepare(uint64_t index) const;
-  // Starts a prepared call; `done`, when set, is notified after it completed.
+  // Starts a prepared call, counted in in_flight_ by the caller; `done`, when set, is notified
+  // after it completed.
   void Start(std::unique_ptr<Call> call, Clock::time_point intended, bool measured,
              absl::Notification* done);
   void RunClosedLoop();
+  // Computes senders_, send_end_offset_ and share_calls_; before the run starts, since a count
+  // bound can take a moment to place.
+  absl::Status PlanOpenLoop();
   absl::Status RunOpenLoop();
+  // Sends one share of the open-loop schedule: calls sender, sender + senders, ...
+  void SendShare(ArrivalSchedule schedule, int sender, int senders, int64_t calls);
   void Worker();
   void ProgressLoop();
   bool StopRequested() const {
     return options_.stop != nullptr && options_.stop->load(std::memory_order_relaxed);
   }
-  // Records when sending stopped (the first call wins).
+  // Records when sending stopped (the earliest of the calls wins: senders that stop for the same
+  // bound give the same time, and after LoadOptions::stop nothing more is sent).
   void MarkSendingStopped(Clock::time_point when);
 
   const LoadOptions& options_;
@@ -75,6 +85,14 @@ class Runner {
   Clock::time_point start_;
   Clock::time_point warmup_end_;
   Clock::time_point end_;  // time_point::max() when bounded by count only.
+  // Open loop: calls due from here on are not sent (the end of the duration, or where the first
+  // call beyond LoadOptions::max_requests is due). An offset from start_ until the run starts.
+  nanoseconds send_end_offset_ = nanoseconds::max();
+  Clock::time_point send_end_;
+  // Open loop: the sending threads (SendersFor), and how many calls (warm-up included) each sends
+  // at most.
+  int senders_ = 0;
+  std::vector<int64_t> share_calls_;
 
   std::atomic<uint64_t> next_index_{0};
   std::atomic<int64_t> measured_claimed_{0};
@@ -92,7 +110,7 @@ class Runner {
 
 void Runner::MarkSendingStopped(Clock::time_point when) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!stopped_.has_value()) stopped_ = when;
+  if (!stopped_.has_value() || when < *stopped_) stopped_ = when;
 }
 
 std::unique_ptr<Runner::Call> Runner::Prepare(uint64_t index) const {
@@ -114,10 +132,6 @@ void Runner::Start(std::unique_ptr<Call> call, Clock::time_point intended, bool 
                    absl::Notification* done) {
   call->intended = intended;
   call->measured = measured;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++in_flight_;
-  }
   const Clock::time_point sent = Clock::now();
   call->context.set_deadline(std::chrono::system_clock::now() +
                              absl::ToChronoNanoseconds(options_.timeout));
@@ -173,6 +187,10 @@ void Runner::Worker() {
     std::unique_ptr<Call> call = Prepare(next_index_.fetch_add(1));
     // A closed-loop call is due at once: the worker's previous answer has arrived.
     absl::Notification done;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++in_flight_;
+    }
     Start(std::move(call), Clock::now(), measured, &done);
     done.WaitForNotification();
   }
@@ -185,23 +203,68 @@ void Runner::RunClosedLoop() {
   for (std::thread& worker : workers) worker.join();
 }
 
+absl::Status Runner::PlanOpenLoop() {
+  senders_ = SendersFor(options_);
+  const int senders = senders_;
+  share_calls_.assign(static_cast<size_t>(senders), std::numeric_limits<int64_t>::max());
+  const nanoseconds warmup = absl::ToChronoNanoseconds(options_.warmup);
+  if (options_.duration > absl::ZeroDuration()) {
+    send_end_offset_ = warmup + absl::ToChronoNanoseconds(options_.duration);
+  }
+  if (options_.max_requests == 0) return absl::OkStatus();
+  // The senders' shares merged in time order are the whole schedule. Its first max_requests
+  // measured calls (and the warm-up's before them) are counted out to their senders, so together
+  // they send exactly those, and the window of n calls ends where call n + 1 is due (the sent
+  // rate of a constant schedule is exactly its rate).
+  DFLASH_ASSIGN_OR_RETURN(
+      MergedArrivals merged,
+      MergedArrivals::Create(options_.process, options_.rate, options_.seed, senders));
+  std::vector<int64_t> calls(static_cast<size_t>(senders), 0);
+  for (int64_t measured = 0;;) {
+    const MergedArrivals::Arrival arrival = merged.Next();
+    if (arrival.offset >= send_end_offset_) return absl::OkStatus();  // The duration ends first.
+    if (arrival.offset >= warmup) {
+      if (measured == options_.max_requests) {
+        send_end_offset_ = arrival.offset;
+        share_calls_ = std::move(calls);
+        return absl::OkStatus();
+      }
+      ++measured;
+    }
+    ++calls[static_cast<size_t>(arrival.sender)];
+  }
+}
+
 absl::Status Runner::RunOpenLoop() {
-  DFLASH_ASSIGN_OR_RETURN(ArrivalSchedule schedule,
-                          ArrivalSchedule::Create(options_.process, options_.rate, options_.seed));
-  int64_t measured_sent = 0;
-  for (uint64_t index = 0;; ++index) {
+  const int senders = senders_;
+  std::vector<ArrivalSchedule> schedules;
+  for (int sender = 0; sender < senders; ++sender) {
+    DFLASH_ASSIGN_OR_RETURN(ArrivalSchedule schedule,
+                            ArrivalSchedule::CreateShare(options_.process, options_.rate,
+                                                         options_.seed, sender, senders));
+    schedules.push_back(std::move(schedule));
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(schedules.size());
+  for (int sender = 0; sender < senders; ++sender) {
+    threads.emplace_back([this, &schedules, sender, senders] {
+      SendShare(std::move(schedules[static_cast<size_t>(sender)]), sender, senders,
+                share_calls_[static_cast<size_t>(sender)]);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return absl::OkStatus();
+}
+
+void Runner::SendShare(ArrivalSchedule schedule, int sender, int senders, int64_t calls) {
+  uint64_t index = static_cast<uint64_t>(sender);
+  for (int64_t sent = 0;; ++sent, index += static_cast<uint64_t>(senders)) {
     const Clock::time_point intended = start_ + schedule.Next();
-    if (intended >= end_) {
-      MarkSendingStopped(end_);
-      return absl::OkStatus();
+    if (sent == calls || intended >= send_end_) {
+      MarkSendingStopped(send_end_);
+      return;
     }
     const bool measured = intended >= warmup_end_;
-    if (measured && options_.max_requests > 0 && measured_sent >= options_.max_requests) {
-      // The window of n calls ends where call n + 1 was due, so the sent rate of a constant
-      // schedule is exactly its rate.
-      MarkSendingStopped(intended);
-      return absl::OkStatus();
-    }
     std::unique_ptr<Call> call = Prepare(index);
     // Sleep until due; if late (behind schedule), send at once: the lag is recorded and counts
     // against latency, which runs from `intended`.
@@ -210,20 +273,23 @@ absl::Status Runner::RunOpenLoop() {
       std::this_thread::sleep_for(std::min<Clock::duration>(intended - now, kStopPollInterval));
     }
     bool waited = false;
+    bool stop = false;
     {
+      // The check and the count are one step, so that senders together never pass the cap.
       std::unique_lock<std::mutex> lock(mutex_);
       while (in_flight_ >= options_.max_in_flight && !StopRequested()) {
         waited = true;
         changed_.wait_for(lock, kStopPollInterval);
       }
+      stop = StopRequested();
+      if (!stop) ++in_flight_;
     }
     if (waited && measured) stats_.RecordMaxInFlightWait();
-    if (StopRequested()) {
+    if (stop) {
       MarkSendingStopped(Clock::now());
-      return absl::OkStatus();
+      return;
     }
     Start(std::move(call), intended, measured, nullptr);
-    if (measured) ++measured_sent;
   }
 }
 
@@ -253,24 +319,29 @@ void Runner::ProgressLoop() {
 }
 
 absl::StatusOr<RunResult> Runner::Run() {
+  const bool open_loop = options_.process != ArrivalProcess::kClosedLoop;
+  if (open_loop) DFLASH_RETURN_IF_ERROR(PlanOpenLoop());
   const absl::Time started_at = absl::Now();
   start_ = Clock::now();
   warmup_end_ = start_ + absl::ToChronoNanoseconds(options_.warmup);
   end_ = options_.duration > absl::ZeroDuration()
              ? warmup_end_ + absl::ToChronoNanoseconds(options_.duration)
              : Clock::time_point::max();
+  send_end_ = send_end_offset_ < Clock::time_point::max() - start_ ? start_ + send_end_offset_
+                                                                   : Clock::time_point::max();
   std::thread progress;
   if (options_.progress_interval > absl::ZeroDuration()) {
     progress = std::thread([this] { ProgressLoop(); });
   }
   absl::Status status = absl::OkStatus();
-  if (options_.process == ArrivalProcess::kClosedLoop) {
-    RunClosedLoop();
-  } else {
+  if (open_loop) {
     status = RunOpenLoop();
+  } else {
+    RunClosedLoop();
   }
   RunResult result;
   result.started_at = started_at;
+  result.senders = senders_;
   {
     // Every call ends by its deadline at the latest, so this wait is bounded.
     std::unique_lock<std::mutex> lock(mutex_);
@@ -322,10 +393,25 @@ absl::Status ValidateLoadOptions(const LoadOptions& options) {
     return absl::InvalidArgumentError("--timeout must be positive");
   }
   if (options.max_in_flight < 1) return absl::InvalidArgumentError("--max_in_flight must be >= 1");
+  if (options.senders < 0 || options.senders > kMaxSenders) {
+    return absl::InvalidArgumentError(absl::StrCat("--senders must be in [0, ", kMaxSenders,
+                                                   "] (0: auto), got ", options.senders));
+  }
   if (options.progress_interval < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("the progress interval must not be negative");
   }
   return absl::OkStatus();
+}
+
+int SendersFor(const LoadOptions& options) {
+  if (options.process == ArrivalProcess::kClosedLoop) return 0;
+  if (options.senders > 0) return options.senders;
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) cores = CPU_COUNT(&allowed);
+  const double wanted = std::ceil(options.rate / kCallsPerSender);
+  return static_cast<int>(std::clamp(wanted, 1.0, static_cast<double>(std::max(cores, 1))));
 }
 
 absl::StatusOr<RunResult> RunLoad(const LoadOptions& options, const RequestGenerator& generator,

@@ -38,6 +38,10 @@ struct LoadOptions {
   absl::Duration timeout = absl::Seconds(5);
   // Seeds the Poisson schedule (requests are seeded by their RequestGenerator).
   uint64_t seed = 1;
+  // Open loop: threads that send the schedule, each its own share of it (ArrivalSchedule::
+  // CreateShare) and of the requests (sender k of N sends calls k, k + N, k + 2N, ...). 0: one per
+  // kCallsPerSender calls/s of the rate, at most the cores the process may run on (SendersFor).
+  int senders = 0;
   // Open loop: a sender that reaches this many unanswered calls waits (the wait counts as send
   // lag and latency), so a stalled server cannot make the generator allocate without bound.
   int64_t max_in_flight = 10000;
@@ -49,8 +53,20 @@ struct LoadOptions {
   const std::atomic<bool>* stop = nullptr;
 };
 
+// The rate one sending thread is given by default: well below what one thread can prepare and
+// start (some tens of thousands of small calls per second), so that a sender keeps its schedule on
+// a busy machine.
+inline constexpr double kCallsPerSender = 10000.0;
+// The most --senders.
+inline constexpr int kMaxSenders = 256;
+
 // INVALID_ARGUMENT naming the offending option.
 absl::Status ValidateLoadOptions(const LoadOptions& options);
+
+// The open loop's sending threads: LoadOptions::senders, or for 0 ceil(rate / kCallsPerSender)
+// but at most the cores this process may run on (its CPU affinity), at least 1. 0 in a closed
+// loop, whose --concurrency workers send.
+int SendersFor(const LoadOptions& options);
 
 struct RunResult {
   // Wall-clock start, for the report.
@@ -66,6 +82,8 @@ struct RunResult {
   double actual_send_seconds = 0.0;
   // Sending was cut short by LoadOptions::stop.
   bool interrupted = false;
+  // Open loop: the sending threads (SendersFor); 0 in a closed loop.
+  int senders = 0;
 };
 
 // Runs the load over `channels` (calls go round-robin over them; each is its own connection when

@@ -13,6 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/flags_help.h"
@@ -54,6 +55,10 @@ ABSL_FLAG(int, channels, 1,
           "gRPC channels (TCP connections); calls go round-robin over them. More than one helps "
           "at high concurrency. --protocol=http: open-loop keep-alive connections (one call in "
           "flight each); closed loops open one per worker.");
+ABSL_FLAG(std::string, senders, "auto",
+          "Open loop: threads that send the schedule, each an equal share of the rate (Poisson: "
+          "independent Poisson processes, which add up to one at --rate). auto: one per 10,000 "
+          "calls/s of --rate, at most the cores this process may run on, at least 1.");
 ABSL_FLAG(int64_t, max_in_flight, 10000,
           "Open loop: most unanswered calls; the sender waits beyond it (reported as send lag).");
 ABSL_FLAG(std::string, protocol, "dflash",
@@ -90,7 +95,8 @@ Modes (--mode):
 Open-loop calls go out on gRPC's callback API, so slow answers never delay sends. Latency runs
 from each call's INTENDED send time (its scheduled time; in closed mode, the previous answer), so
 a generator or server that falls behind is counted against latency and shown as "send lag"
-(no coordinated omission).
+(no coordinated omission). An open loop sends from --senders threads (default: one per 10,000
+calls/s of --rate, up to the cores the process may use), each with its own share of the schedule.
 
 Bounds: --duration (measured time) and/or --requests (measured calls), after --warmup whose calls
 are excluded from the statistics; every call has the deadline --timeout. Ctrl-C stops sending
@@ -187,6 +193,12 @@ absl::StatusOr<Setup> PrepareRun() {
   options.timeout = absl::GetFlag(FLAGS_timeout);
   options.seed = absl::GetFlag(FLAGS_seed);
   options.max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  if (const std::string senders = absl::GetFlag(FLAGS_senders); senders != "auto") {
+    if (!absl::SimpleAtoi(senders, &options.senders) || options.senders < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--senders must be auto or a positive count, got '", senders, "'"));
+    }
+  }
   options.api_key = absl::GetFlag(FLAGS_api_key);
   options.progress_interval = absl::GetFlag(FLAGS_progress);
   options.stop = &stop_requested;

@@ -68,8 +68,9 @@ ScheduleVerdict JudgeSchedule(double scheduled_seconds, double actual_seconds,
         max_in_flight_waits, max_in_flight);
   } else {
     verdict.cause =
-        "the generator's sending thread ran late: give dflash-loadtest more cores (its own, "
-        "apart from the server's), more --channels, or split the rate over several generators";
+        "the generator's sending threads ran late: give dflash-loadtest more --senders and the "
+        "cores for them (its own, apart from the server's), more --channels, or split the rate "
+        "over several generators";
   }
   return verdict;
 }
@@ -95,6 +96,7 @@ json ReportJson(const RunDescription& description, const LoadOptions& options,
       {"seed", options.seed},
       {"channels", description.channels},
       {"max_in_flight", options.max_in_flight},
+      {"senders", open_loop ? json(result.senders) : json(nullptr)},
   };
   const PhaseCounts& measured = totals.measured;
   const int64_t completed = measured.ok + measured.errors;

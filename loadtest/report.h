@@ -37,7 +37,7 @@ struct ScheduleVerdict {
 // `actual_seconds`, the windows from the warm-up's end to the last due and the last actual send)
 // and the send lag's p99 is at most 10 ms. Otherwise the cause is the --max_in_flight cap when a
 // measured send waited for it (the server answered slower than the offered rate), else the
-// generator itself (its sending thread ran late).
+// generator itself (its sending threads ran late).
 ScheduleVerdict JudgeSchedule(double scheduled_seconds, double actual_seconds,
                               double send_lag_p99_ms, int64_t max_in_flight_waits,
                               int64_t max_in_flight);

@@ -7,16 +7,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "loadtest/arrival_schedule.h"
 #include "loadtest/load_generator.h"
 #include "loadtest/loopback_channels.h"
 #include "loadtest/report.h"
@@ -26,6 +32,7 @@
 namespace dflash::loadtest {
 namespace {
 
+namespace v1 = ::dflash::v1;
 using testing::FakeServer;
 using testing::FakeServiceOptions;
 
@@ -257,6 +264,117 @@ TEST(EndToEndTest, ClosedLoopReportsNoSchedule) {
   EXPECT_TRUE(report["schedule"].is_null());
   EXPECT_TRUE(report["measured"]["actual_sent_rate_per_s"].is_null());
   EXPECT_EQ(SummaryTable(report).find("WARNING"), std::string::npos);
+}
+
+// The serialized requests of calls `indices` (sorted, as a multiset to compare with the server's).
+std::vector<std::string> SortedRequests(const RequestGenerator& generator,
+                                        const std::vector<uint64_t>& indices) {
+  std::vector<std::string> requests;
+  for (uint64_t index : indices) {
+    requests.push_back(
+        std::get<v1::ClassifyRequest>(generator.Generate(index)).SerializeAsString());
+  }
+  std::sort(requests.begin(), requests.end());
+  return requests;
+}
+
+std::vector<std::string> Sorted(std::vector<std::string> requests) {
+  std::sort(requests.begin(), requests.end());
+  return requests;
+}
+
+TEST(EndToEndTest, SeveralSendersSendExactlyTheConstantSchedule) {
+  FakeServer server;
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  // Calls 0-19 fall in the 10 ms warm-up, 20-219 are measured; the whole schedule's calls are
+  // shared out over the senders, so together they send calls 0-219 once each, and the window ends
+  // where call 220 is due: 200 calls in exactly 100 ms.
+  LoadOptions options = OpenLoop(ArrivalProcess::kConstant, 2000.0, 200);
+  options.warmup = absl::Milliseconds(10);
+  options.senders = 4;
+  auto result = RunLoad(options, generator, Channels(server, 2));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->totals.warmup.sent, 20);
+  EXPECT_EQ(result->totals.measured.sent, 200);
+  EXPECT_EQ(result->totals.measured.ok, 200);
+  EXPECT_EQ(result->totals.send_lag.count(), 200);
+  EXPECT_NEAR(result->send_seconds, 0.1, 1e-9);
+  std::vector<uint64_t> indices(220);
+  std::iota(indices.begin(), indices.end(), uint64_t{0});
+  EXPECT_EQ(Sorted(server.service().classify_requests()), SortedRequests(generator, indices));
+
+  const nlohmann::ordered_json report = ReportJson(Describe(server), options, *result);
+  EXPECT_EQ(report["config"]["senders"], 4);
+  EXPECT_NEAR(report["measured"]["sent_rate_per_s"].get<double>(), 2000.0, 1e-6);
+}
+
+TEST(EndToEndTest, SeveralSendersSendExactlyTheFirstPoissonCalls) {
+  FakeServer server(FakeServiceOptions{.reject_every = 4});
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  LoadOptions options = OpenLoop(ArrivalProcess::kPoisson, 3000.0, 150);
+  options.warmup = absl::Milliseconds(20);
+  options.senders = 3;
+  options.seed = 5;
+  auto result = RunLoad(options, generator, Channels(server));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->totals.measured.sent, 150);
+  EXPECT_EQ(result->totals.measured.ok + result->totals.measured.errors, 150);
+  // The merged shares in time order up to the 150th measured call: sender k's j-th call is
+  // request k + 3j.
+  auto merged = MergedArrivals::Create(ArrivalProcess::kPoisson, 3000.0, 5, 3);
+  ASSERT_TRUE(merged.ok());
+  std::vector<uint64_t> calls_of(3, 0);
+  std::vector<uint64_t> indices;
+  int64_t warmup = 0;
+  for (int64_t measured = 0; measured < 150;) {
+    const MergedArrivals::Arrival arrival = merged->Next();
+    const auto sender = static_cast<size_t>(arrival.sender);
+    indices.push_back(sender + 3 * calls_of[sender]++);
+    ++(arrival.offset >= std::chrono::milliseconds(20) ? measured : warmup);
+  }
+  EXPECT_EQ(result->totals.warmup.sent, warmup);
+  EXPECT_EQ(Sorted(server.service().classify_requests()), SortedRequests(generator, indices));
+  // The window ends where the next measured call is due.
+  const double next_due_s =
+      std::chrono::duration<double>(merged->Next().offset - std::chrono::milliseconds(20)).count();
+  EXPECT_NEAR(result->send_seconds, next_due_s, 1e-6);
+}
+
+TEST(EndToEndTest, SendersShareTheMaxInFlightCap) {
+  // As in OpenLoopReportsAScheduleItCouldNotKeep, from 4 senders: every call hangs until its
+  // 200 ms deadline and 8 calls are due 1 ms apart, so senders wait at the cap they share.
+  FakeServer server(FakeServiceOptions{.hang_every = 1});
+  const RequestGenerator generator = MakeGenerator(kClassify);
+  LoadOptions options = OpenLoop(ArrivalProcess::kConstant, 1000.0, 8);
+  options.timeout = absl::Milliseconds(200);
+  options.max_in_flight = 2;
+  options.senders = 4;
+  auto result = RunLoad(options, generator, Channels(server));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->totals.measured.sent, 8);
+  EXPECT_EQ(result->totals.errors_by_code,
+            (std::map<std::string, int64_t>{{"DEADLINE_EXCEEDED", 8}}));
+  EXPECT_GT(result->totals.max_in_flight_waits, 0);
+}
+
+TEST(EndToEndTest, SendersDefaultToTheRateAndTheCores) {
+  LoadOptions options = OpenLoop(ArrivalProcess::kPoisson, 1.0, 10);
+  EXPECT_EQ(SendersFor(options), 1);
+  options.rate = 1e9;
+  const int cores = SendersFor(options);
+  EXPECT_GE(cores, 1);
+  EXPECT_LE(cores, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  options.rate = kCallsPerSender * 1.5;
+  EXPECT_EQ(SendersFor(options), std::min(2, cores));
+  options.senders = 7;
+  EXPECT_EQ(SendersFor(options), 7);
+  EXPECT_EQ(SendersFor(ClosedLoop(3, 10)), 0);
+  options.senders = -1;
+  EXPECT_FALSE(ValidateLoadOptions(options).ok());
+  options.senders = kMaxSenders + 1;
+  EXPECT_FALSE(ValidateLoadOptions(options).ok());
+  options.senders = kMaxSenders;
+  EXPECT_TRUE(ValidateLoadOptions(options).ok());
 }
 
 TEST(JudgeScheduleTest, KeptOnlyAtPaceAndWithSmallLag) {

@@ -55,9 +55,18 @@ grpc::ServerUnaryReactor* FakeInferenceService::Answer(grpc::CallbackServerConte
   return reactor;
 }
 
+std::vector<std::string> FakeInferenceService::classify_requests() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return classify_requests_;
+}
+
 grpc::ServerUnaryReactor* FakeInferenceService::Classify(grpc::CallbackServerContext* context,
                                                          const v1::ClassifyRequest* request,
                                                          v1::ClassifyResponse* response) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    classify_requests_.push_back(request->SerializeAsString());
+  }
   return Answer(context, classify_calls_, [&] {
     uint64_t tokens = 0;
     for (const v1::TextInput& input : request->inputs()) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "dflash/v1/dflash.grpc.pb.h"
 
@@ -51,6 +52,8 @@ class FakeInferenceService final : public dflash::v1::InferenceService::Callback
   int64_t tokenize_calls() const { return tokenize_calls_.load(); }
   // The "authorization" metadata of the last call ("" when absent).
   std::string last_authorization() const;
+  // Every ClassifyRequest received, serialized, in arrival order.
+  std::vector<std::string> classify_requests() const;
 
  private:
   // Counts the call and answers it: a canned OK (after `fill` fills the response), an error or
@@ -68,6 +71,7 @@ class FakeInferenceService final : public dflash::v1::InferenceService::Callback
   std::atomic<int64_t> tokenize_calls_{0};
   mutable std::mutex mutex_;
   std::string last_authorization_;
+  std::vector<std::string> classify_requests_;
 };
 
 // The service running on a gRPC server at 127.0.0.1:<port>.
