@@ -40,7 +40,8 @@ struct LoadOptions {
   uint64_t seed = 1;
   // Open loop: threads that send the schedule, each its own share of it (ArrivalSchedule::
   // CreateShare) and of the requests (sender k of N sends calls k, k + N, k + 2N, ...). 0: one per
-  // kCallsPerSender calls/s of the rate, at most the cores the process may run on (SendersFor).
+  // kCallsPerSender calls/s of the rate, at most half the cores the process may run on
+  // (SendersFor).
   int senders = 0;
   // Open loop: a sender that reaches this many unanswered calls waits (the wait counts as send
   // lag and latency), so a stalled server cannot make the generator allocate without bound.
@@ -64,7 +65,8 @@ inline constexpr int kMaxSenders = 256;
 absl::Status ValidateLoadOptions(const LoadOptions& options);
 
 // The open loop's sending threads: LoadOptions::senders, or for 0 ceil(rate / kCallsPerSender)
-// but at most the cores this process may run on (its CPU affinity), at least 1. 0 in a closed
+// but at most half the cores this process may run on (its CPU affinity; the other half is for
+// gRPC's completion threads, which cost about as much per call), at least 1. 0 in a closed
 // loop, whose --concurrency workers send.
 int SendersFor(const LoadOptions& options);
 

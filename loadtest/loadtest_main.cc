@@ -58,9 +58,11 @@ ABSL_FLAG(int, channels, 1,
 ABSL_FLAG(std::string, senders, "auto",
           "Open loop: threads that send the schedule, each an equal share of the rate (Poisson: "
           "independent Poisson processes, which add up to one at --rate). auto: one per 10,000 "
-          "calls/s of --rate, at most the cores this process may run on, at least 1.");
+          "calls/s of --rate, at most half the cores this process may run on (taskset), at least "
+          "1. Give senders cores apart from the server's.");
 ABSL_FLAG(int64_t, max_in_flight, 10000,
-          "Open loop: most unanswered calls; the sender waits beyond it (reported as send lag).");
+          "Open loop: most unanswered calls, over all senders; a sender waits beyond it (reported "
+          "as send lag).");
 ABSL_FLAG(std::string, protocol, "dflash",
           "dflash (dflash.v1.InferenceService), kserve (KServe v2 ModelInfer; classify "
           "workloads: the same texts as raw BYTES tensors, the scores output) or http (the HTTP/"
@@ -96,7 +98,8 @@ Open-loop calls go out on gRPC's callback API, so slow answers never delay sends
 from each call's INTENDED send time (its scheduled time; in closed mode, the previous answer), so
 a generator or server that falls behind is counted against latency and shown as "send lag"
 (no coordinated omission). An open loop sends from --senders threads (default: one per 10,000
-calls/s of --rate, up to the cores the process may use), each with its own share of the schedule.
+calls/s of --rate, up to half the cores the process may use), each with its own share of the
+schedule.
 
 Bounds: --duration (measured time) and/or --requests (measured calls), after --warmup whose calls
 are excluded from the statistics; every call has the deadline --timeout. Ctrl-C stops sending
