@@ -50,6 +50,7 @@ def row(report_path):
         "schedule_kept": schedule.get("kept"),
         "schedule_cause": schedule.get("cause"),
         "send_lag_p99_ms": schedule.get("send_lag_p99_ms"),
+        "senders": report["config"].get("senders"),
         "server_cpu_us_per_call": cpu_us_per_call(report_path, report),
     }
 
