@@ -69,8 +69,9 @@ cmake -S . -B build-tsan -G Ninja -DDFLASH_SANITIZE=thread -DDFLASH_CUDA=OFF \
 cmake --build build-tsan -j "$jobs" --target dflash_tsan_tests
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 # Only the `tsan` binaries are built there; CTest lists the other gtest binaries as
-# <target>_NOT_BUILT and the fuzz replays (label fuzz) as not built.
-run_suite "tsan" build-tsan -E '_NOT_BUILT$' -LE fuzz
+# <target>_NOT_BUILT, and the fuzz replays (label fuzz) and the command-line checks of the tools
+# (label cli: --help, dflash-classify) run binaries it does not build.
+run_suite "tsan" build-tsan -E '_NOT_BUILT$' -LE '^(fuzz|cli)$'
 unset TSAN_OPTIONS
 
 echo "== 5/6 fuzzing (${fuzz_seconds}s per target)"
