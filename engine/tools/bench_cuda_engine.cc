@@ -239,6 +239,18 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+// Prints the results and writes them to --json when set; the process's exit status.
+int WriteResult(const nlohmann::json& result) {
+  const std::string text = result.dump(2);
+  std::cout << text << "\n";
+  if (!absl::GetFlag(FLAGS_json).empty()) {
+    std::ofstream out(absl::GetFlag(FLAGS_json));
+    out << text << "\n";
+    if (!out) return Fail(absl::InternalError("cannot write --json"));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -286,14 +298,7 @@ int main(int argc, char** argv) {
     }
   }
   if (absl::GetFlag(FLAGS_pairs).empty()) {
-    const std::string text = result.dump(2);
-    std::cout << text << "\n";
-    if (!absl::GetFlag(FLAGS_json).empty()) {
-      std::ofstream out(absl::GetFlag(FLAGS_json));
-      out << text << "\n";
-      if (!out) return Fail(absl::InternalError("cannot write --json"));
-    }
-    return 0;
+    return WriteResult(result);
   }
   absl::StatusOr<std::vector<std::vector<int32_t>>> pairs = ReadPairs(absl::GetFlag(FLAGS_pairs));
   if (!pairs.ok()) return Fail(pairs.status());
@@ -418,12 +423,5 @@ int main(int argc, char** argv) {
                 << timing->second << " GiB beyond the weights\n";
     }
   }
-  const std::string text = result.dump(2);
-  std::cout << text << "\n";
-  if (!absl::GetFlag(FLAGS_json).empty()) {
-    std::ofstream out(absl::GetFlag(FLAGS_json));
-    out << text << "\n";
-    if (!out) return Fail(absl::InternalError("cannot write --json"));
-  }
-  return 0;
+  return WriteResult(result);
 }
