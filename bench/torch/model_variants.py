@@ -5,8 +5,10 @@ stream-ordered copies) instead of reading the device mask, which waits for the q
 
   stock        transformers eager (the only DeBERTa-v2 attention in transformers 5.17)
   ours         dflash_torch.optimize_deberta, layout "padded" (key mask) or "packed" (cu_seqlens)
-  df           DisentangledFlash 1.1.1 optimize_deberta(model.deberta): "padded" runs the model as
-               is; "packed" packs the embeddings and runs its encoder.forward_packed
+  df           DisentangledFlash 1.1.1 optimize_deberta(model.deberta): "padded" prepares its
+               per-length position plans for every padded length the run will use
+               (sequence_lengths=..., as its documentation asks) and activates the batch's length
+               before each call; "packed" packs the embeddings and runs its encoder.forward_packed
   fd           FlashDeBERTa 0.0.8: its FlashDisentangledSelfAttention in place of transformers'
                (what its own model classes hold), padded input (it unpads internally)
 
@@ -72,12 +74,19 @@ def ours(model, layout):
     return run
 
 
-def df(model, layout):
+def df(model, layout, lengths):
     import disentangled_flash
     model = copy.deepcopy(model)
-    disentangled_flash.optimize_deberta(model.deberta)
     if layout == "padded":
-        return lambda ids, mask, host_mask=None: model(input_ids=ids, attention_mask=mask).logits
+        if not lengths:
+            raise ValueError("DisentangledFlash padded needs the padded lengths to prepare")
+        disentangled_flash.optimize_deberta(model.deberta, sequence_lengths=sorted(lengths))
+
+        def run_padded(ids, mask, host_mask=None):
+            model.deberta.encoder.activate_shape(ids.shape[1])
+            return model(input_ids=ids, attention_mask=mask).logits
+        return run_padded
+    disentangled_flash.optimize_deberta(model.deberta)
 
     def run(ids, mask, host_mask=None):
         embeddings = model.deberta.embeddings(input_ids=ids, mask=mask)
@@ -97,14 +106,15 @@ def fd(model):
     return lambda ids, mask, host_mask=None: model(input_ids=ids, attention_mask=mask).logits
 
 
-def make(name, model):
-    """`name`: stock, ours_padded, ours_packed, df_padded, df_packed, fd."""
+def make(name, model, lengths=()):
+    """`name`: stock, ours_padded, ours_packed, df_padded, df_packed, fd. `lengths`: the padded
+    lengths of the batches the variant will see (df_padded prepares one plan per length)."""
     if name == "stock":
         return stock(model)
     if name.startswith("ours_"):
         return ours(model, name[len("ours_"):])
     if name.startswith("df_"):
-        return df(model, name[len("df_"):])
+        return df(model, name[len("df_"):], lengths)
     if name == "fd":
         return fd(model)
     raise ValueError(f"unknown variant {name}")

@@ -98,9 +98,10 @@ def e2e_rows(model, sequences, batch_sizes, repeats, errors):
     for batch in batch_sizes:
         print(f"e2e mnli_like batch {batch}", flush=True)
         batches = host_batches(sequences, batch)
+        lengths = {ids.shape[1] for ids, _ in batches}
         seconds = {name: measure(f"{name} b{batch}",
-                                 lambda name=name: model_variants.make(name, model), batches,
-                                 repeats, 4, errors)
+                                 lambda name=name: model_variants.make(name, model, lengths),
+                                 batches, repeats, 4, errors)
                    for name in E2E_VARIANTS}
         for layout in ("padded", "packed"):
             rows.append({"workload": "mnli_like", "batch": batch, "layout": layout,
