@@ -331,40 +331,32 @@ absl::StatusOr<BatchOutput> CudaEngine::Run(const PackedBatch& batch, const RunO
   return output;
 }
 
-CudaEngine::StagedInputs CudaEngine::StageInputs(const PackedBatch& batch) {
-  const int64_t tokens = batch.total_tokens();
-  const int sequences = batch.num_sequences();
+CudaEngine::StagedInputs CudaEngine::StageInputs(const PackedBatch& batch, const RunShape& shape,
+                                                 bool graph) {
   // Ids, then token types and positions when the model reads them, then cu_seqlens: one pinned
   // block, one copy.
-  int32_t* staged = static_cast<int32_t*>(staging_in_.data());
-  StagedInputs in;
-  auto stage = [&](const int32_t* values, int64_t count) {
-    std::memcpy(staged + in.count, values, static_cast<size_t>(count) * sizeof(int32_t));
-    const int32_t* device = workspace_.inputs + in.count;
-    in.count += count;
-    return device;
+  StagingRules rules;
+  rules.token_types = config_.type_vocab_size > 0 && (graph || !batch.token_type_ids.empty());
+  rules.positions = config_.position_biased_input;
+  rules.pad_token_id = config_.pad_token_id;
+  const StagedLayout layout =
+      StageBatch(batch, shape, rules, static_cast<int32_t*>(staging_in_.data()));
+  auto device = [this](int64_t offset) {
+    return offset < 0 ? nullptr : workspace_.inputs + offset;
   };
-  in.token_ids = stage(batch.token_ids.data(), tokens);
-  if (config_.type_vocab_size > 0 && !batch.token_type_ids.empty()) {
-    in.token_types = stage(batch.token_type_ids.data(), tokens);
-  }
-  if (config_.position_biased_input) {
-    in.positions = workspace_.inputs + in.count;
-    for (int s = 0; s < sequences; ++s) {
-      for (int32_t t = batch.cu_seqlens[s]; t < batch.cu_seqlens[s + 1]; ++t) {
-        staged[in.count + t] = t - batch.cu_seqlens[s];
-      }
-    }
-    in.count += tokens;
-  }
-  in.cu_seqlens = stage(batch.cu_seqlens.data(), sequences + 1);
+  StagedInputs in;
+  in.token_ids = device(layout.token_ids);
+  in.token_types = device(layout.token_types);
+  in.positions = device(layout.positions);
+  in.cu_seqlens = device(layout.cu_seqlens);
+  in.count = layout.count;
   return in;
 }
 
-absl::Status CudaEngine::Enqueue(const PackedBatch& batch, const RunOptions& options,
+absl::Status CudaEngine::Enqueue(const RunShape& shape, const RunOptions& options,
                                  const StagedInputs& in) {
-  const int64_t tokens = batch.total_tokens();
-  const int sequences = batch.num_sequences();
+  const int64_t tokens = shape.tokens;
+  const int sequences = shape.sequences;
   const int64_t h = config_.hidden_size;
   const int64_t labels = config_.num_labels();
   const int32_t* cu_seqlens = in.cu_seqlens;
@@ -373,7 +365,7 @@ absl::Status CudaEngine::Enqueue(const PackedBatch& batch, const RunOptions& opt
                                               static_cast<size_t>(in.count) * sizeof(int32_t),
                                               cudaMemcpyHostToDevice, stream_),
                               "copying the batch to the device");
-  DFLASH_RETURN_IF_ERROR(Encode(batch, cu_seqlens, in.token_ids, in.token_types, in.positions));
+  DFLASH_RETURN_IF_ERROR(Encode(shape, cu_seqlens, in.token_ids, in.token_types, in.positions));
 
   // Heads, each into its place in the float32 results.
   const ResultLayout layout = LayoutResults(options.outputs, tokens, sequences, labels, h);
@@ -432,14 +424,13 @@ absl::Status CudaEngine::Enqueue(const PackedBatch& batch, const RunOptions& opt
   return absl::OkStatus();
 }
 
-BatchOutput CudaEngine::Unpack(const PackedBatch& batch, const PackedBatch& ran,
+BatchOutput CudaEngine::Unpack(const PackedBatch& batch, const RunShape& ran,
                                const RunOptions& options) const {
   // `ran` may be `batch` followed by padding sequences: its results are laid out for its sizes,
   // and only the first rows (the real batch's) are taken.
   const int64_t h = config_.hidden_size;
   const int64_t labels = config_.num_labels();
-  const ResultLayout layout =
-      LayoutResults(options.outputs, ran.total_tokens(), ran.num_sequences(), labels, h);
+  const ResultLayout layout = LayoutResults(options.outputs, ran.tokens, ran.sequences, labels, h);
   const ResultLayout wanted =
       LayoutResults(options.outputs, batch.total_tokens(), batch.num_sequences(), labels, h);
   const float* host = static_cast<const float*>(staging_out_.data());
@@ -469,75 +460,34 @@ absl::StatusOr<BatchOutput> CudaEngine::RunOnDevice(const PackedBatch& batch,
 
 absl::StatusOr<BatchOutput> CudaEngine::RunDirect(const PackedBatch& batch,
                                                   const RunOptions& options) {
-  const StagedInputs in = StageInputs(batch);
-  DFLASH_RETURN_IF_ERROR(Enqueue(batch, options, in));
+  const RunShape shape = ShapeOf(batch);
+  const StagedInputs in = StageInputs(batch, shape, /*graph=*/false);
+  DFLASH_RETURN_IF_ERROR(Enqueue(shape, options, in));
   if (timer_ != nullptr) {
     DFLASH_RETURN_IF_ERROR(timer_->Collect(stream_));
   }
   DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "running the batch");
-  return Unpack(batch, batch, options);
-}
-
-PackedBatch CudaEngine::PadForGraph(const PackedBatch& batch) const {
-  // Shape buckets: tokens rounded up to a multiple of 64, sequences to a power of two, the
-  // longest sequence to a power of two >= 64. The padding tokens (pad id) fill padding sequences
-  // of at most `longest` tokens each (and at most the position table of absolute-position
-  // models); padding sequences may be empty, which every kernel skips.
-  constexpr int64_t kTokenGranularity = 64;
-  const int64_t tokens = batch.total_tokens();
-  const int sequences = batch.num_sequences();
-  const int64_t padded_tokens =
-      (tokens + kTokenGranularity - 1) / kTokenGranularity * kTokenGranularity;
-  const int64_t pad = padded_tokens - tokens;
-  int padded_sequences =
-      static_cast<int>(std::bit_ceil(static_cast<uint32_t>(sequences + (pad > 0 ? 1 : 0))));
-  int longest =
-      std::max(64, static_cast<int>(std::bit_ceil(static_cast<uint32_t>(batch.max_seqlen))));
-  while (true) {
-    const int cap = config_.position_biased_input
-                        ? std::min(longest, config_.max_position_embeddings)
-                        : longest;
-    if (int64_t{cap} * (padded_sequences - sequences) >= pad) break;
-    if (config_.position_biased_input) {
-      padded_sequences *= 2;
-    } else {
-      longest *= 2;
-    }
-  }
-  const int extra = padded_sequences - sequences;
-  PackedBatch padded = batch;
-  const bool types = config_.type_vocab_size > 0;
-  if (types && padded.token_type_ids.empty()) padded.token_type_ids.assign(tokens, 0);
-  int64_t left = pad;
-  for (int s = 0; s < extra; ++s) {
-    const int64_t length = (left + (extra - s) - 1) / (extra - s);  // Spread evenly.
-    padded.token_ids.insert(padded.token_ids.end(), length, config_.pad_token_id);
-    if (types) padded.token_type_ids.insert(padded.token_type_ids.end(), length, 0);
-    padded.cu_seqlens.push_back(padded.cu_seqlens.back() + static_cast<int32_t>(length));
-    left -= length;
-  }
-  // The attention launch is sized by max_seqlen: the bucket's, so one graph serves the bucket.
-  padded.max_seqlen = longest;
-  return padded;
+  return Unpack(batch, shape, options);
 }
 
 absl::StatusOr<BatchOutput> CudaEngine::RunGraph(const PackedBatch& batch,
                                                  const RunOptions& options) {
-  const PackedBatch padded = PadForGraph(batch);
+  // The attention launch is sized by max_seqlen: the bucket's, so one graph serves the bucket.
+  const RunShape padded = GraphBucketOf(batch, config_);
   // An empty padding sequence's first row is read (and discarded) by the pooler's gather: it
   // must exist, so the padded batch stays strictly below the arena's rows.
-  if (padded.total_tokens() >= options_.max_batch_tokens ||
-      padded.num_sequences() > options_.max_batch_sequences ||
+  if (padded.tokens >= options_.max_batch_tokens ||
+      padded.sequences > options_.max_batch_sequences ||
       padded.max_seqlen > options_.max_batch_tokens) {
     return RunDirect(batch, options);  // The padded shape does not fit the arena.
   }
-  const GraphKey key{padded.total_tokens(),
-                     padded.num_sequences(),
+  const GraphKey key{padded.tokens,
+                     padded.sequences,
                      padded.max_seqlen,
                      options.outputs,
                      static_cast<int>(options.pooling),
                      options.normalize};
-  const StagedInputs in = StageInputs(padded);
+  const StagedInputs in = StageInputs(batch, padded, /*graph=*/true);
   auto found = graphs_.find(key);
   if (found == graphs_.end()) {
     // Choosing kernels (attention autotuning, timed GEMM algorithms) synchronises the stream,
@@ -564,10 +514,10 @@ absl::StatusOr<BatchOutput> CudaEngine::RunGraph(const PackedBatch& batch,
   return Unpack(batch, padded, options);
 }
 
-absl::Status CudaEngine::Encode(const PackedBatch& batch, const int32_t* cu_seqlens,
+absl::Status CudaEngine::Encode(const RunShape& shape, const int32_t* cu_seqlens,
                                 const int32_t* token_ids, const int32_t* token_types,
                                 const int32_t* positions) {
-  const int64_t tokens = batch.total_tokens();
+  const int64_t tokens = shape.tokens;
   const int64_t h = config_.hidden_size;
   const float eps = config_.layer_norm_eps;
   // Embeddings: LN(word[id] + position[pos] + type[type]) (with embed_proj before the LN when
@@ -609,18 +559,18 @@ absl::Status CudaEngine::Encode(const PackedBatch& batch, const int32_t* cu_seql
     DFLASH_RETURN_IF_CUDA_ERROR(
         kernels::ConvolutionColumns(options_.dtype, workspace_.hidden, h, tokens,
                                     static_cast<int>(h), config_.conv_groups,
-                                    config_.conv_kernel_size, cu_seqlens, batch.num_sequences(),
+                                    config_.conv_kernel_size, cu_seqlens, shape.sequences,
                                     workspace_.conv_columns, stream_),
         "convolution columns");
   }
   // Every layer's attention has the same shape: one variant choice per batch.
   DFLASH_ASSIGN_OR_RETURN(
       attention_config_,
-      tuner_->Select(AttentionShape(batch.num_sequences(), batch.max_seqlen, cu_seqlens, tokens, 0),
+      tuner_->Select(AttentionShape(shape.sequences, shape.max_seqlen, cu_seqlens, tokens, 0),
                      stream_, workspace_.attention_scratch, workspace_.attention_scratch_bytes));
   for (int layer = 0; layer < config_.num_hidden_layers; ++layer) {
     DFLASH_RETURN_IF_ERROR(
-        EncoderLayer(layer, tokens, batch.num_sequences(), batch.max_seqlen, cu_seqlens));
+        EncoderLayer(layer, tokens, shape.sequences, shape.max_seqlen, cu_seqlens));
     if (layer == 0 && config_.has_conv()) {
       DFLASH_RETURN_IF_ERROR(Convolution(tokens));
     }

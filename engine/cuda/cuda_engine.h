@@ -26,6 +26,7 @@
 #include "engine/cuda/device_model.h"
 #include "engine/cuda/linear_layer.h"
 #include "engine/cuda/stage_timer.h"
+#include "engine/cuda/staged_batch.h"
 #include "engine/engine.h"
 #include "engine/model/checkpoint.h"
 #include "engine/model/relative_position.h"
@@ -101,8 +102,8 @@ class CudaEngine final : public Engine {
     size_t blas_scratch_bytes = 0;
   };
 
-  // Device pointers of a batch's inputs in the arena, after StageInputs put them in the pinned
-  // staging block (`count` int32 values, copied to the device by Enqueue).
+  // Device pointers of a batch's inputs in the arena, after StageInputs wrote them into the
+  // pinned staging block (`count` int32 values, copied to the device by Enqueue).
   struct StagedInputs {
     const int32_t* token_ids = nullptr;
     const int32_t* token_types = nullptr;
@@ -140,13 +141,14 @@ class CudaEngine final : public Engine {
   };
 
   CudaEngine(ModelConfig config, const Options& options);
-  StagedInputs StageInputs(const PackedBatch& batch);
-  // Enqueues the whole forward of `batch` on the stream: input copy, encoder, heads, result copy.
-  absl::Status Enqueue(const PackedBatch& batch, const RunOptions& options, const StagedInputs& in);
+  // Writes `batch`, padded up to `shape` (a graph's: with types always staged, so one graph
+  // serves batches with and without them), into the pinned staging block.
+  StagedInputs StageInputs(const PackedBatch& batch, const RunShape& shape, bool graph);
+  // Enqueues the whole forward at `shape` on the stream: input copy, encoder, heads, result copy.
+  absl::Status Enqueue(const RunShape& shape, const RunOptions& options, const StagedInputs& in);
   // The results of `batch` from the staging buffer, written for `ran` (batch + padding).
-  BatchOutput Unpack(const PackedBatch& batch, const PackedBatch& ran,
+  BatchOutput Unpack(const PackedBatch& batch, const RunShape& ran,
                      const RunOptions& options) const;
-  PackedBatch PadForGraph(const PackedBatch& batch) const;
   absl::StatusOr<BatchOutput> RunGraph(const PackedBatch& batch, const RunOptions& options);
   // Runs `batch` without a graph: stage, enqueue, wait (collecting the stage timer's intervals).
   absl::StatusOr<BatchOutput> RunDirect(const PackedBatch& batch, const RunOptions& options);
@@ -157,7 +159,7 @@ class CudaEngine final : public Engine {
   // Lays the workspace out over `base` (null: only measures) and returns the bytes used.
   size_t LayoutWorkspace(void* base);
   absl::StatusOr<BatchOutput> RunOnDevice(const PackedBatch& batch, const RunOptions& options);
-  absl::Status Encode(const PackedBatch& batch, const int32_t* cu_seqlens, const int32_t* token_ids,
+  absl::Status Encode(const RunShape& shape, const int32_t* cu_seqlens, const int32_t* token_ids,
                       const int32_t* token_types, const int32_t* positions);
   absl::Status EncoderLayer(int layer, int64_t tokens, int num_sequences, int max_seqlen,
                             const int32_t* cu_seqlens);
