@@ -78,9 +78,7 @@ void InferencePipeline::EmbedWithIds(const v1::EmbedRequest& request,
     if (!token_ids.empty() && token_ids[static_cast<size_t>(i)].has_value()) {
       encoding = EncodeIdInput(*model, *token_ids[static_cast<size_t>(i)], truncation, field);
     } else {
-      DFLASH_RETURN_IF_ERROR(CheckText(*model, request.inputs(i), field));
-      encoding = model->tokenizer().Encode(request.inputs(i), std::nullopt, truncation.single);
-      if (!encoding.ok()) encoding = WithField(encoding.status(), field);
+      encoding = EncodeSingleText(*model, request.inputs(i), truncation, field);
     }
     if (!encoding.ok()) return encoding.status();
     DFLASH_RETURN_IF_ERROR(CheckLength(truncation, encoding->ids.size(), field));

@@ -27,19 +27,41 @@ absl::Status WithField(const absl::Status& status, absl::string_view field) {
   return absl::Status(status.code(), absl::StrCat(field, ": ", status.message()));
 }
 
+namespace {
+
+// The model sequence of tokenized texts, as Tokenizer::Encode assembles it; the texts' own errors
+// name them already, an assembly error (truncation that cannot be met) names `field`.
+absl::StatusOr<Encoding> AssembleInput(const Tokenizer& tokenizer, const TextTokens& first,
+                                       const TextTokens* second,
+                                       const TruncationOptions& truncation,
+                                       absl::string_view field) {
+  absl::StatusOr<Encoding> encoding = tokenizer.Assemble(first, second, truncation);
+  if (!encoding.ok()) return WithField(encoding.status(), field);
+  return encoding;
+}
+
+}  // namespace
+
 absl::StatusOr<Encoding> EncodeTextInput(const ServedModel& model, const v1::TextInput& input,
                                          const RequestTruncation& truncation,
                                          absl::string_view field) {
-  DFLASH_RETURN_IF_ERROR(CheckText(model, input.text(), absl::StrCat(field, ".text")));
-  if (input.has_text_pair()) {
-    DFLASH_RETURN_IF_ERROR(CheckText(model, input.text_pair(), absl::StrCat(field, ".text_pair")));
+  const Tokenizer& tokenizer = model.tokenizer();
+  DFLASH_ASSIGN_OR_RETURN(const TextTokens first,
+                          tokenizer.EncodeText(input.text(), absl::StrCat(field, ".text")));
+  if (!input.has_text_pair()) {
+    return AssembleInput(tokenizer, first, nullptr, truncation.single, field);
   }
-  absl::StatusOr<Encoding> encoding = model.tokenizer().Encode(
-      input.text(),
-      input.has_text_pair() ? std::optional<absl::string_view>(input.text_pair()) : std::nullopt,
-      input.has_text_pair() ? truncation.pair : truncation.single);
-  if (!encoding.ok()) return WithField(encoding.status(), field);
-  return encoding;
+  DFLASH_ASSIGN_OR_RETURN(
+      const TextTokens second,
+      tokenizer.EncodeText(input.text_pair(), absl::StrCat(field, ".text_pair")));
+  return AssembleInput(tokenizer, first, &second, truncation.pair, field);
+}
+
+absl::StatusOr<Encoding> EncodeSingleText(const ServedModel& model, absl::string_view text,
+                                          const RequestTruncation& truncation,
+                                          absl::string_view field) {
+  DFLASH_ASSIGN_OR_RETURN(const TextTokens tokens, model.tokenizer().EncodeText(text, field));
+  return AssembleInput(model.tokenizer(), tokens, nullptr, truncation.single, field);
 }
 
 absl::StatusOr<Encoding> EncodeIdInput(const ServedModel& model, absl::Span<const int32_t> ids,

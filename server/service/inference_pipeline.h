@@ -150,10 +150,16 @@ SequenceInput ToSequenceInput(Encoding encoding);
 absl::Status WithField(const absl::Status& status, absl::string_view field);
 
 // Checks and tokenizes one TextInput (a text or a pair) named `field` in errors, with the
-// truncation of its kind (single or pair).
+// truncation of its kind (single or pair); the result equals Tokenizer::Encode's. Each text is
+// checked once, by the tokenizer, naming `field`.text or `field`.text_pair.
 absl::StatusOr<Encoding> EncodeTextInput(const ServedModel& model, const v1::TextInput& input,
                                          const RequestTruncation& truncation,
                                          absl::string_view field);
+
+// Checks and tokenizes one text named `field` in errors, truncated as a single text.
+absl::StatusOr<Encoding> EncodeSingleText(const ServedModel& model, absl::string_view text,
+                                          const RequestTruncation& truncation,
+                                          absl::string_view field);
 
 // Checks and wraps one token-id input named `field` in errors: the ids as the model sequence,
 // truncated as a single text is.

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "server/tokenizer/unicode_text.h"
 
 namespace dflash::serving {
 
@@ -98,16 +97,6 @@ absl::Status CheckRequestTokens(const ServedModel& model, int64_t tokens) {
   return absl::InvalidArgumentError(absl::StrCat(
       "request: ", tokens, " tokens after tokenization, more than the server's limit of ", limit,
       " tokens per request (limits.max_request_tokens); split the request"));
-}
-
-absl::Status CheckText(const ServedModel& model, absl::string_view text, absl::string_view field) {
-  const int limit = model.entry().limits.max_text_bytes;
-  if (limit > 0 && text.size() > static_cast<size_t>(limit)) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": ", text.size(),
-                                                   " bytes, more than the server's limit of ",
-                                                   limit, " bytes per text"));
-  }
-  return ValidateUtf8(text, field);
 }
 
 absl::StatusOr<ScoreFunction> ResolveScoreFunction(const ServedModel& model,

@@ -78,10 +78,6 @@ absl::Status CheckCount(size_t count, int limit, absl::string_view field, absl::
 // request.
 absl::Status CheckRequestTokens(const ServedModel& model, int64_t tokens);
 
-// INVALID_ARGUMENT naming `field` for a text over the model's max_text_bytes (checked before any
-// tokenization) or not valid UTF-8.
-absl::Status CheckText(const ServedModel& model, absl::string_view text, absl::string_view field);
-
 // The score function of the request, or the model's default for SCORE_FUNCTION_UNSPECIFIED.
 absl::StatusOr<ScoreFunction> ResolveScoreFunction(const ServedModel& model,
                                                    v1::ScoreFunction requested);

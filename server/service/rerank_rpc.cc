@@ -13,7 +13,6 @@ void InferencePipeline::Rerank(const v1::RerankRequest& request, CallContext cal
   if (model == nullptr) return;
   absl::Status valid = CheckCount(static_cast<size_t>(request.documents_size()),
                                   model->entry().limits.max_inputs, "documents", "documents");
-  if (valid.ok()) valid = CheckText(*model, request.query(), "query");
   absl::StatusOr<ScoreFunction> score_function =
       ResolveScoreFunction(*model, request.score_function());
   if (valid.ok()) valid = score_function.status();
@@ -39,20 +38,20 @@ void InferencePipeline::Rerank(const v1::RerankRequest& request, CallContext cal
   auto respond_once = std::make_shared<Responder<v1::RerankResponse>>(std::move(respond));
   pool_.Post([this, &request, call, model, truncation, priority, function = *score_function,
               respond_once]() {
-    absl::StatusOr<TextTokens> query = model->tokenizer().EncodeText(request.query());
+    // The query is checked here, once, with its tokenization.
+    absl::StatusOr<TextTokens> query = model->tokenizer().EncodeText(request.query(), "query");
     if (!query.ok()) {
-      (*respond_once)(WithField(query.status(), "query"));
+      (*respond_once)(query.status());
       return;
     }
     auto query_tokens = std::make_shared<const TextTokens>(std::move(*query));
     Encoder encode = [&request, model, truncation,
                       query_tokens](int i) -> absl::StatusOr<Sequence> {
       const std::string field = absl::StrCat("documents[", i, "]");
-      DFLASH_RETURN_IF_ERROR(CheckText(*model, request.documents(i), field));
-      absl::StatusOr<TextTokens> document = model->tokenizer().EncodeText(request.documents(i));
+      DFLASH_ASSIGN_OR_RETURN(const TextTokens document,
+                              model->tokenizer().EncodeText(request.documents(i), field));
       absl::StatusOr<Encoding> encoding =
-          document.ok() ? model->tokenizer().Assemble(*query_tokens, &*document, truncation.pair)
-                        : absl::StatusOr<Encoding>(document.status());
+          model->tokenizer().Assemble(*query_tokens, &document, truncation.pair);
       if (!encoding.ok()) return WithField(encoding.status(), field);
       DFLASH_RETURN_IF_ERROR(CheckLength(truncation, encoding->ids.size(), field));
       const bool truncated = encoding->truncated;

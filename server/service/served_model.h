@@ -28,7 +28,8 @@ class ServedModel {
   static absl::StatusOr<std::unique_ptr<ServedModel>> Load(const ModelEntry& entry,
                                                            std::shared_ptr<BatchObserver> observer);
 
-  // For tests: a model served by the given engines (all for `config`), with `tokenizer`.
+  // For tests: a model served by the given engines (all for `config`), with `tokenizer`, which
+  // alone checks the size of request texts: Load gives it limits.max_text_bytes.
   static absl::StatusOr<std::unique_ptr<ServedModel>> Create(
       const ModelEntry& entry, ModelConfig config, EmbeddingConfig embedding,
       std::unique_ptr<Tokenizer> tokenizer, std::vector<std::unique_ptr<Engine>> engines,

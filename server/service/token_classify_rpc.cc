@@ -120,10 +120,9 @@ void InferencePipeline::TokenClassify(const v1::TokenClassifyRequest& request, C
   auto encodings = std::make_shared<std::vector<Encoding>>(request.inputs_size());
   Encoder encode = [&request, model, truncation, encodings](int i) -> absl::StatusOr<Sequence> {
     const std::string field = absl::StrCat("inputs[", i, "]");
-    DFLASH_RETURN_IF_ERROR(CheckText(*model, request.inputs(i), field));
     absl::StatusOr<Encoding> encoding =
-        model->tokenizer().Encode(request.inputs(i), std::nullopt, truncation.single);
-    if (!encoding.ok()) return WithField(encoding.status(), field);
+        EncodeSingleText(*model, request.inputs(i), truncation, field);
+    if (!encoding.ok()) return encoding.status();
     DFLASH_RETURN_IF_ERROR(CheckLength(truncation, encoding->ids.size(), field));
     Encoding& kept = (*encodings)[static_cast<size_t>(i)];
     kept = *std::move(encoding);

@@ -77,7 +77,7 @@ void InferencePipeline::ZeroShot(const v1::ZeroShotRequest& request, CallContext
         limits.max_sequences, " sequences per request; split the request"));
   }
   if (valid.ok() && !request.hypothesis_template().empty()) {
-    valid = CheckText(*model, request.hypothesis_template(), "hypothesis_template");
+    valid = model->tokenizer().CheckText(request.hypothesis_template(), "hypothesis_template");
   }
   absl::StatusOr<std::string> hypothesis_template =
       valid.ok() ? HypothesisTemplate(request.hypothesis_template()) : std::string();
@@ -125,24 +125,20 @@ void InferencePipeline::ZeroShot(const v1::ZeroShotRequest& request, CallContext
           const size_t index = static_cast<size_t>(task);
           if (index < texts) {
             const std::string field = absl::StrCat("texts[", task, "]");
-            DFLASH_RETURN_IF_ERROR(CheckText(*model, request.texts(task), field));
-            absl::StatusOr<TextTokens> text = model->tokenizer().EncodeText(request.texts(task));
-            if (!text.ok()) return WithField(text.status(), field);
-            tokenized->texts[index] = std::move(*text);
+            DFLASH_ASSIGN_OR_RETURN(tokenized->texts[index],
+                                    model->tokenizer().EncodeText(request.texts(task), field));
             return absl::OkStatus();
           }
           const int l = static_cast<int>(index - texts);
           const std::string field = absl::StrCat("candidate_labels[", l, "]");
           const std::string& label = request.candidate_labels(l);
           if (label.empty()) return absl::InvalidArgumentError(field + ": must not be empty");
-          DFLASH_RETURN_IF_ERROR(CheckText(*model, label, field));
+          DFLASH_RETURN_IF_ERROR(model->tokenizer().CheckText(label, field));
           // The hypothesis is the template with the label in it: a size error names both.
-          absl::StatusOr<TextTokens> hypothesis = model->tokenizer().EncodeText(
-              absl::StrReplaceAll(*hypothesis_template, {{"{}", label}}));
-          if (!hypothesis.ok()) {
-            return WithField(hypothesis.status(), absl::StrCat("hypothesis_template with ", field));
-          }
-          tokenized->hypotheses[static_cast<size_t>(l)] = std::move(*hypothesis);
+          DFLASH_ASSIGN_OR_RETURN(tokenized->hypotheses[static_cast<size_t>(l)],
+                                  model->tokenizer().EncodeText(
+                                      absl::StrReplaceAll(*hypothesis_template, {{"{}", label}}),
+                                      absl::StrCat("hypothesis_template with ", field)));
           return absl::OkStatus();
         },
         [this, &request, call, model, truncation, priority, tokenized, texts, labels, entailment,

@@ -8,33 +8,30 @@
 
 namespace dflash {
 
-absl::Status Tokenizer::CheckSize(absl::string_view text, absl::string_view what) const {
-  if (text.size() <= max_input_bytes()) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(what, " is ", text.size(),
-                                                 " bytes, more than the limit of ",
-                                                 max_input_bytes(), " bytes per text"));
+absl::Status Tokenizer::CheckText(absl::string_view text, absl::string_view what) const {
+  if (text.size() > max_input_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", text.size(),
+                                                   " bytes, more than the limit of ",
+                                                   max_input_bytes(), " bytes per text"));
+  }
+  return ValidateUtf8(text, what);
 }
 
-absl::StatusOr<TextTokens> Tokenizer::EncodeCheckedText(absl::string_view text,
-                                                        absl::string_view what) const {
-  DFLASH_RETURN_IF_ERROR(CheckSize(text, what));
-  DFLASH_RETURN_IF_ERROR(ValidateUtf8(text, what));
+absl::StatusOr<TextTokens> Tokenizer::EncodeText(absl::string_view text,
+                                                 absl::string_view what) const {
+  DFLASH_RETURN_IF_ERROR(CheckText(text, what));
   return TokenizeText(text, what);
-}
-
-absl::StatusOr<TextTokens> Tokenizer::EncodeText(absl::string_view text) const {
-  return EncodeCheckedText(text, "text");
 }
 
 absl::StatusOr<Encoding> Tokenizer::Encode(absl::string_view text,
                                            std::optional<absl::string_view> pair,
                                            const TruncationOptions& truncation) const {
   const absl::string_view what = pair.has_value() ? "first text" : "text";
-  DFLASH_RETURN_IF_ERROR(CheckSize(text, what));
-  if (pair.has_value()) DFLASH_RETURN_IF_ERROR(CheckSize(*pair, "second text"));
-  DFLASH_ASSIGN_OR_RETURN(const TextTokens first, EncodeCheckedText(text, what));
+  DFLASH_RETURN_IF_ERROR(CheckText(text, what));
+  if (pair.has_value()) DFLASH_RETURN_IF_ERROR(CheckText(*pair, "second text"));
+  DFLASH_ASSIGN_OR_RETURN(const TextTokens first, TokenizeText(text, what));
   if (!pair.has_value()) return Assemble(first, nullptr, truncation);
-  DFLASH_ASSIGN_OR_RETURN(const TextTokens second, EncodeCheckedText(*pair, "second text"));
+  DFLASH_ASSIGN_OR_RETURN(const TextTokens second, TokenizeText(*pair, "second text"));
   return Assemble(first, &second, truncation);
 }
 

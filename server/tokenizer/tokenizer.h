@@ -79,14 +79,23 @@ class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // Tokenizes one text (or a pair) into model input. INVALID_ARGUMENT for invalid UTF-8, a text
-  // longer than max_input_bytes, or truncation options that cannot be met. Both sizes are checked
-  // before either text is tokenized.
+  // The one check of a text before it is tokenized: INVALID_ARGUMENT naming `what` ("<what>: N
+  // bytes, more than the limit of M bytes per text") for a text longer than max_input_bytes,
+  // checked before any other work, then for invalid UTF-8 ("<what> is not valid UTF-8: ..."). The
+  // service passes request field paths ("inputs[1].text_pair") as `what`.
+  absl::Status CheckText(absl::string_view text, absl::string_view what) const;
+
+  // Tokenizes one text (or a pair) into model input. INVALID_ARGUMENT for a text that fails
+  // CheckText ("text", or "first text" and "second text" for a pair) or truncation options that
+  // cannot be met. Both texts are checked before either is tokenized.
   absl::StatusOr<Encoding> Encode(absl::string_view text, std::optional<absl::string_view> pair,
                                   const TruncationOptions& truncation) const;
 
-  // The content tokens of one text, offsets into `text`; the checks of Encode.
-  absl::StatusOr<TextTokens> EncodeText(absl::string_view text) const;
+  // The content tokens of one text, offsets into `text`, after CheckText; `what` names the text in
+  // errors. Assemble of EncodeText(a) and EncodeText(b) equals Encode(a, b) with the same
+  // truncation.
+  absl::StatusOr<TextTokens> EncodeText(absl::string_view text,
+                                        absl::string_view what = "text") const;
   // The template and truncation around one or two tokenized texts (`second` may be null).
   virtual absl::StatusOr<Encoding> Assemble(const TextTokens& first, const TextTokens* second,
                                             const TruncationOptions& truncation) const = 0;
@@ -121,20 +130,15 @@ class Tokenizer {
   virtual TokenizerSource source() const = 0;
 
  protected:
-  // The per-source step of EncodeText and Encode: the content tokens of `text`, which is valid
-  // UTF-8 within max_input_bytes. `what` ("text", "first text", "second text") names it in errors.
+  // The per-source step of EncodeText and Encode: the content tokens of `text`, which passed
+  // CheckText. `what` (EncodeText's name for it, or Encode's "text", "first text", "second text")
+  // names it in errors.
   virtual absl::StatusOr<TextTokens> TokenizeText(absl::string_view text,
                                                   absl::string_view what) const = 0;
   virtual size_t max_input_bytes() const = 0;
 
   // INVALID_ARGUMENT naming the index when an id of `ids` is outside [0, vocab_size()).
   absl::Status CheckIds(absl::Span<const int32_t> ids) const;
-
- private:
-  // INVALID_ARGUMENT, naming `what`, for a text over max_input_bytes.
-  absl::Status CheckSize(absl::string_view text, absl::string_view what) const;
-  absl::StatusOr<TextTokens> EncodeCheckedText(absl::string_view text,
-                                               absl::string_view what) const;
 };
 
 }  // namespace dflash

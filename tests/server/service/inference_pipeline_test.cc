@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "engine/engine.h"
 #include "server/metrics/metric_registry.h"
 #include "server/metrics/text_exposition.h"
@@ -32,6 +33,8 @@ namespace dflash::serving {
 namespace {
 
 const std::vector<std::string> kLabels = {"contradiction", "entailment", "neutral"};
+// limits.max_text_bytes of the fixture's model, given to its tokenizer as ServedModel::Load does.
+constexpr int kMaxTextBytes = 100;
 
 ModelConfig ScriptedConfig() {
   ModelConfig config;
@@ -155,8 +158,10 @@ class InferencePipelineTest : public ::testing::Test {
     StopServing();
     pool_ = std::make_unique<WorkerPool>(2);
     catalog_ = std::make_unique<ModelCatalog>();
+    TokenizerOptions tokenizer_options;
+    tokenizer_options.max_input_bytes = kMaxTextBytes;
     absl::StatusOr<std::unique_ptr<DebertaTokenizer>> tokenizer =
-        DebertaTokenizer::Load(DemoModelDir());
+        DebertaTokenizer::Load(DemoModelDir(), tokenizer_options);
     ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
     absl::StatusOr<std::unique_ptr<DebertaTokenizer>> reference =
         DebertaTokenizer::Load(DemoModelDir());
@@ -169,6 +174,7 @@ class InferencePipelineTest : public ::testing::Test {
     entry.max_input_length = 64;
     entry.batching.max_batch_tokens = 256;
     entry.batching.max_batch_sequences = 16;
+    entry.limits.max_text_bytes = kMaxTextBytes;
     std::vector<std::unique_ptr<Engine>> engines;
     engines.push_back(std::make_unique<ScriptedEngine>(ScriptedConfig(), log_));
     absl::StatusOr<std::unique_ptr<ServedModel>> model =
@@ -318,6 +324,35 @@ TEST_F(InferencePipelineTest, InvalidTextIsInvalidArgumentNamingTheFieldAndNothi
   EXPECT_TRUE(absl::StrContains(response.status().message(), "inputs[1]")) << response.status();
   EXPECT_TRUE(EngineSequences().empty());
   EXPECT_EQ(RequestCount("dflash_grpc", "Classify", "INVALID_ARGUMENT"), 1);
+}
+
+// The tokenizer checks each text once and names its field; nothing else prefixes the message.
+TEST_F(InferencePipelineTest, TextOverTheLimitOrNotUtf8IsNamedByItsFieldAndNothingRuns) {
+  const std::string over(kMaxTextBytes + 1, 'a');
+  const std::string limit = absl::StrCat(" bytes, more than the limit of ", kMaxTextBytes);
+  const struct {
+    std::string text;
+    std::string pair;
+    std::string message;
+  } cases[] = {
+      {over, "", absl::StrCat("inputs[1].text: 101", limit, " bytes per text")},
+      {over, "fine", absl::StrCat("inputs[1].text: 101", limit, " bytes per text")},
+      {"fine", over, absl::StrCat("inputs[1].text_pair: 101", limit, " bytes per text")},
+      {"bad \xff", "fine",
+       "inputs[1].text is not valid UTF-8: bad byte sequence at byte offset 4 (byte 0xff)"},
+      {"fine", "bad \xff",
+       "inputs[1].text_pair is not valid UTF-8: bad byte sequence at byte offset 4 (byte 0xff)"},
+  };
+  for (const auto& test : cases) {
+    absl::StatusOr<v1::ClassifyResponse> response =
+        Classify(Request({{"fine", ""}, {test.text, test.pair}}));
+    EXPECT_EQ(response.status().code(), absl::StatusCode::kInvalidArgument) << response.status();
+    EXPECT_EQ(std::string(response.status().message()), test.message);
+  }
+  EXPECT_TRUE(EngineSequences().empty());
+  // At the limit: accepted.
+  const std::string at_limit(kMaxTextBytes, 'a');
+  EXPECT_TRUE(Classify(Request({{at_limit, at_limit}})).ok());
 }
 
 TEST_F(InferencePipelineTest, EngineFailureIsInternalForTheRequestAndTheNextOneRuns) {

@@ -204,13 +204,37 @@ TEST_F(DebertaTokenizerTest, RejectsOversizedInputBeforeAnyWork) {
   // Oversized and invalid UTF-8: the size is reported.
   const auto too_long = tokenizer->Encode(std::string(17, '\xFF'), std::nullopt, {});
   EXPECT_EQ(too_long.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(too_long.status().message(),
-              HasSubstr("text is 17 bytes, more than the limit of 16 bytes per text"));
-  // The second text is checked before the first is tokenized.
-  const auto pair = tokenizer->Encode("\xFF", std::string(20, 'b'), {});
-  EXPECT_THAT(pair.status().message(), HasSubstr("second text is 20 bytes"));
+  EXPECT_EQ(too_long.status().message(),
+            "text: 17 bytes, more than the limit of 16 bytes per text");
+  const auto pair = tokenizer->Encode("fine", std::string(20, 'b'), {});
+  EXPECT_THAT(pair.status().message(), HasSubstr("second text: 20 bytes"));
   EXPECT_EQ(tokenizer->EncodeText(std::string(17, 'a')).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(DebertaTokenizerTest, CheckTextNamesTheTextAndEncodeTextChecksWithIt) {
+  TokenizerOptions options;
+  options.max_input_bytes = 16;
+  const auto tokenizer = Load("", options);
+  ASSERT_NE(tokenizer, nullptr);
+  EXPECT_TRUE(tokenizer->CheckText(std::string(16, 'a'), "inputs[0].text").ok());
+  EXPECT_TRUE(tokenizer->CheckText("caf\xC3\xA9", "inputs[0].text").ok());
+  // The size first: an oversized text is not scanned.
+  const absl::Status too_long = tokenizer->CheckText(std::string(17, '\xFF'), "inputs[0].text");
+  EXPECT_EQ(too_long.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(too_long.message(),
+            "inputs[0].text: 17 bytes, more than the limit of 16 bytes per text");
+  const absl::Status invalid = tokenizer->CheckText("bad \xFF", "inputs[0].text_pair");
+  EXPECT_EQ(invalid.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(invalid.message(),
+              HasSubstr("inputs[0].text_pair is not valid UTF-8: bad byte sequence at byte "
+                        "offset 4"));
+  // EncodeText reports the same errors under the name it is given.
+  EXPECT_EQ(tokenizer->EncodeText(std::string(17, 'a'), "query").status().message(),
+            "query: 17 bytes, more than the limit of 16 bytes per text");
+  EXPECT_THAT(tokenizer->EncodeText("bad \xFF", "documents[2]").status().message(),
+              HasSubstr("documents[2] is not valid UTF-8"));
+  EXPECT_TRUE(tokenizer->EncodeText("fine", "query").ok());
 }
 
 TEST_F(DebertaTokenizerTest, RejectsInvalidUtf8) {
