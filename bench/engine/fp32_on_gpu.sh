@@ -4,7 +4,8 @@
 # sequence each of 128 ... 16384 tokens, both timed alone, and the relative L2 error of our logits
 # against transformers'; then the server's start-up (seconds from launch to health SERVING, and
 # from the uploaded weights to ready) for float16 and float32 at max_input_length 1024 / 16384 /
-# 32768. Writes $OUT/h200-fp32.json (bench/results/h200-fp32.json once committed) and the logs.
+# 32768. Writes $OUT/<gpu>-fp32.json (<gpu>: h200, h100 or gpu after the GPU's name;
+# bench/results/<gpu>-fp32.json once committed) and the logs.
 #
 # Build and pack on the build machine, then copy .carrypack/ beside a checkout on the GPU host:
 #   scripts/collect-runtime.sh .carry build/bin/{disentangled_attention_test,cuda_engine_test,\
@@ -14,7 +15,7 @@
 # Usage (on the GPU host): bash bench/engine/fp32_on_gpu.sh [--skip-tests] [--skip-startup]
 # About 6 minutes on an H200 (tests 2, comparison 2, start-ups 2).
 set -uo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,15p "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,16p "$0"; exit 0; fi
 skip_tests=0; skip_startup=0
 for arg in "$@"; do
   case "$arg" in
@@ -170,6 +171,7 @@ result = {
     "rows": rows,
     "startup": startup,
 }
-json.dump(result, open(f"{out}/h200-fp32.json", "w"), indent=2)
+prefix = next((name.lower() for name in ("H200", "H100") if name in gpu), "gpu")
+json.dump(result, open(f"{out}/{prefix}-fp32.json", "w"), indent=2)
 print(json.dumps(result, indent=2))
 PY
