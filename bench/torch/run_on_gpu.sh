@@ -12,8 +12,9 @@
 # GPU host: bash bench/torch/run_on_gpu.sh [SECTION...]
 #   sections: install tests hub parity decisions speed results   (default: all, in this order)
 #   QUICK=1 shortens everything (smoke run: 256 pairs, one parity shape, few repeats)
+#   INSTALL=wheel installs the carried prebuilt wheel even where the host could build from source
 set -uo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,16p "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,17p "$0"; exit 0; fi
 sections=("$@")
 (( ${#sections[@]} )) || sections=(install tests hub parity decisions speed results)
 root=$(pwd)
@@ -37,7 +38,7 @@ section_install() {
   fi
   local host_build_deps=0
   python3 -c "import scikit_build_core, cmake, ninja" 2> /dev/null && host_build_deps=1
-  if [[ -x /usr/local/cuda/bin/nvcc ]] && { (( host_build_deps )) || \
+  if [[ ${INSTALL:-} != wheel && -x /usr/local/cuda/bin/nvcc ]] && { (( host_build_deps )) || \
       compgen -G ".whl/torch-build/scikit_build_core-*" > /dev/null; }; then
     echo "== pip install ./python (from source: nvcc $(/usr/local/cuda/bin/nvcc --version | \
       grep -o 'release [0-9.]*'))"
