@@ -22,9 +22,10 @@
 #   sections: engine,serving,protocols (default all). Environment: SECONDS_PER_RUN (8),
 #   SERVER_CORES (0-11), LOAD_CORES (12-15), BACKEND (cuda; null for a smoke run without a GPU),
 #   POISSON_FRACTIONS (the open-loop rates as fractions of the best closed-loop rate;
-#   default "0.5 0.7 0.8 0.9 1.0 1.1")
+#   default "0.5 0.7 0.8 0.9 1.0 1.1"), HOST_THREADS (the model's batching.host_threads: the host
+#   threads that pack batches and send answers; default 0, two per engine)
 set -uo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,25p "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,27p "$0"; exit 0; fi
 servers=(); sections=engine,serving,protocols
 for arg in "$@"; do
   case "$arg" in
@@ -90,6 +91,8 @@ models:
     backend: "${BACKEND:-cuda}"
     dtype: float16
     devices: [0]
+    batching:
+      host_threads: ${HOST_THREADS:-0}
 YAML
   echo "== server $label ($binary)"
   start=$SECONDS

@@ -52,9 +52,9 @@ constexpr absl::string_view kModelKeys[] = {
     "allow_tf32",  "devices",        "cpu_threads",  "max_input_length", "truncate",
     "tuning_mode", "tuning_profile", "priority_cap", "tokenizer",        "batching",
     "limits"};
-constexpr absl::string_view kBatchingKeys[] = {"max_batch_tokens",     "max_batch_sequences",
-                                               "max_queue_delay",      "max_queued_requests",
-                                               "max_queued_sequences", "max_queued_tokens"};
+constexpr absl::string_view kBatchingKeys[] = {
+    "max_batch_tokens",     "max_batch_sequences", "max_queue_delay", "max_queued_requests",
+    "max_queued_sequences", "max_queued_tokens",   "host_threads"};
 constexpr absl::string_view kLimitsKeys[] = {"max_inputs", "max_candidate_labels", "max_sequences",
                                              "max_text_bytes", "max_request_tokens"};
 
@@ -214,6 +214,7 @@ class ConfigReader {
                             batching.Int64("max_queued_sequences", b.max_queued_sequences));
     DFLASH_ASSIGN_OR_RETURN(b.max_queued_tokens,
                             batching.Int64("max_queued_tokens", b.max_queued_tokens));
+    DFLASH_ASSIGN_OR_RETURN(b.host_threads, batching.Int("host_threads", b.host_threads));
 
     DFLASH_ASSIGN_OR_RETURN(const YamlMap limits, map.Map("limits", kLimitsKeys));
     RequestLimitsConfig& l = model.limits;

@@ -57,6 +57,9 @@ struct BatchingConfig {
   int max_queued_requests = 1024;
   int64_t max_queued_sequences = 0;
   int64_t max_queued_tokens = 0;
+  // Host threads that pack batches and build and send the answers beside the engine runners; 0:
+  // two per engine.
+  int host_threads = 0;
 };
 
 // Per-request limits.

@@ -270,6 +270,8 @@ absl::Status CheckModel(const ModelEntry& model, const std::string& path,
                                       b.max_queued_sequences, 0, "no limit"));
   DFLASH_RETURN_IF_ERROR(CheckAtLeast(locations, ChildPath(batching, "max_queued_tokens"),
                                       b.max_queued_tokens, 0, "no limit"));
+  DFLASH_RETURN_IF_ERROR(CheckAtLeast(locations, ChildPath(batching, "host_threads"),
+                                      b.host_threads, 0, "two per engine"));
 
   const std::string limits = ChildPath(path, "limits");
   const RequestLimitsConfig& l = model.limits;

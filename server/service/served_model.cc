@@ -132,6 +132,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Create(
   options.max_queued_requests = entry.batching.max_queued_requests;
   options.max_queued_sequences = entry.batching.max_queued_sequences;
   options.max_queued_tokens = entry.batching.max_queued_tokens;
+  options.host_threads = entry.batching.host_threads;
   options.run_options.pooling = embedding.pooling;
   options.run_options.normalize = false;
   DFLASH_ASSIGN_OR_RETURN(model->scheduler_,

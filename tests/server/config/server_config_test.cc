@@ -116,6 +116,7 @@ TEST(ServerConfigTest, MinimalConfigGetsEveryDefault) {
   EXPECT_EQ(model.batching.max_queued_requests, 1024);
   EXPECT_EQ(model.batching.max_queued_sequences, 0);
   EXPECT_EQ(model.batching.max_queued_tokens, 0);
+  EXPECT_EQ(model.batching.host_threads, 0);
   EXPECT_EQ(model.limits.max_inputs, 256);
   EXPECT_EQ(model.limits.max_candidate_labels, 64);
   EXPECT_EQ(model.limits.max_sequences, 4096);
@@ -168,6 +169,7 @@ models:
       max_queued_requests: 10
       max_queued_sequences: 1000
       max_queued_tokens: 100000
+      host_threads: 6
     limits:
       max_inputs: 8
       max_candidate_labels: 4
@@ -214,6 +216,7 @@ models:
   EXPECT_EQ(model.batching.max_queued_requests, 10);
   EXPECT_EQ(model.batching.max_queued_sequences, 1000);
   EXPECT_EQ(model.batching.max_queued_tokens, 100000);
+  EXPECT_EQ(model.batching.host_threads, 6);
   EXPECT_EQ(model.limits.max_inputs, 8);
   EXPECT_EQ(model.limits.max_candidate_labels, 4);
   EXPECT_EQ(model.limits.max_sequences, 32);
@@ -264,6 +267,7 @@ TEST(ServerConfigTest, ShippedExampleParsesAndValidatesWithTheDocumentedDefaults
   EXPECT_EQ(model.batching.max_queued_requests, model_defaults.batching.max_queued_requests);
   EXPECT_EQ(model.batching.max_queued_sequences, model_defaults.batching.max_queued_sequences);
   EXPECT_EQ(model.batching.max_queued_tokens, model_defaults.batching.max_queued_tokens);
+  EXPECT_EQ(model.batching.host_threads, model_defaults.batching.host_threads);
   EXPECT_EQ(model.limits.max_inputs, model_defaults.limits.max_inputs);
   EXPECT_EQ(model.limits.max_candidate_labels, model_defaults.limits.max_candidate_labels);
   EXPECT_EQ(model.limits.max_sequences, model_defaults.limits.max_sequences);
@@ -457,6 +461,8 @@ TEST(ServerConfigErrorsTest, OutOfRangeValuesNameTheKeyAndHowToFixThem) {
         "raise max_batch_tokens or lower max_input_length"}},
       {ModelYaml("batching:\n  max_queued_requests: -1"),
        {"models[0].batching.max_queued_requests", "must be 0 (no limit) or more"}},
+      {ModelYaml("batching:\n  host_threads: -2"),
+       {"test.yaml:5:7", "models[0].batching.host_threads", "must be 0 (two per engine) or more"}},
       {ModelYaml("limits:\n  max_inputs: 0"), {"test.yaml:5:7", "models[0].limits.max_inputs"}},
       {ModelYaml("limits:\n  max_candidate_labels: -3"), {"models[0].limits.max_candidate_labels"}},
       {ModelYaml("limits:\n  max_sequences: 0"), {"models[0].limits.max_sequences"}},
