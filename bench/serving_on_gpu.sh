@@ -135,7 +135,7 @@ YAML
 done
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)
 python3 bench/serving_results.py --dir "$out" --gpu "${gpu:-none}" --server-cores "$server_cores" \
-  --load-cores "$load_cores" --command "bash bench/serving_on_gpu.sh $*"
+  --load-cores "$load_cores" --command "SECONDS_PER_RUN=$seconds POISSON_FRACTIONS=\"${POISSON_FRACTIONS:-0.5 0.7 0.8 0.9 1.0 1.1}\" HOST_THREADS=${HOST_THREADS:-0} bash bench/serving_on_gpu.sh $*"
 # Everything but the results of record travels back as one archive ($OUT returns few files).
 (cd "$out" && tar -czf /tmp/serving_reports.tgz --exclude='*-serving.json' --exclude='*-protocols.json' . && \
   find . -maxdepth 1 -type f ! -name '*-serving.json' ! -name '*-protocols.json' -delete && mv /tmp/serving_reports.tgz .)

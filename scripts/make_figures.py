@@ -31,12 +31,11 @@ else on the CPU machine's demo-model panel, under its own name. Fields read: con
 "constant", "poisson"), config.concurrency, config.workload, measured.offered_rate_per_s (open
 loop), measured.ok_rate_per_s, latency_ms.p50, latency_ms.p99.
 
-h200-serving.json (served latency against offered rate on an H200, optional) is read as
-{"reports": [report, ...], ...}: each report a dflash-loadtest report as above, optionally with
-"label" (the series' name, else its workload's) and "devices" (the GPU count, appended to the
-name); other top-level fields (gpu, date, command, as in the other results files) are not drawn.
-The reports of one series are joined by lines in order of rate: a rate sweep of open-loop runs
-draws as a latency-against-load curve on the H200 panel.
+h200-serving.json (the served path on an H200, optional; bench/serving_results.py writes it) is
+read as {"servers": {label: {"poisson": [row, ...], ...}, ...}, ...}: each row an open-loop
+Poisson run with "rate" (offered calls/s), "p50_ms" and "p99_ms"; each server's rows draw as one
+latency-against-offered-rate curve on the H200 panel (a run the server could not hold shows as
+its jump in p99). Other fields are not drawn.
 """
 import argparse
 import glob
@@ -416,18 +415,19 @@ def latency_series(results):
     serving = load_json(results, "h200-serving.json", required=False)
     if serving is not None:
         where = shown_path(results, "h200-serving.json")
-        reports = field(serving, "reports", where)
-        if not isinstance(reports, list):
-            raise InputError(f"{where}: reports is not a list")
-        for i, report in enumerate(reports):
-            at = f"{where}: reports[{i}]"
-            if not isinstance(report, dict):
-                raise InputError(f"{at}: not an object")
-            label = report.get("label") or workload_name(report, at)
-            if report.get("devices") is not None:
-                label = f"{label}, {report['devices']} GPUs"
-            panels[GPU_PANEL].setdefault(f"rate sweep: {label}", new_series(joined=True))[
-                "points"].append(report_point(report, at))
+        servers = field(serving, "servers", where)
+        if not isinstance(servers, dict):
+            raise InputError(f"{where}: servers is not an object")
+        for label, server in servers.items():
+            rows = field(server, "poisson", f"{where}: servers.{label}")
+            if not isinstance(rows, list):
+                raise InputError(f"{where}: servers.{label}.poisson is not a list")
+            series = panels[GPU_PANEL].setdefault(f"Poisson sweep, mnli_mix: {label} server",
+                                                  new_series(joined=True))
+            for i, row in enumerate(rows):
+                at = f"{where}: servers.{label}.poisson[{i}]"
+                series["points"].append((number(row, "rate", at), number(row, "p50_ms", at),
+                                         number(row, "p99_ms", at), None))
         files.append("h200-serving.json")
     return panels, sorted(set(files))
 
