@@ -5,6 +5,9 @@ stream-ordered copies) instead of reading the device mask, which waits for the q
 
   stock        transformers eager (the only DeBERTa-v2 attention in transformers 5.17)
   ours         dflash_torch.optimize_deberta, layout "padded" (key mask) or "packed" (cu_seqlens)
+  ours_floor   timing only: "ours" with the attention op replaced by nothing (its context is V),
+               so every other module of the layer runs as in "ours": the floor no attention-only
+               replacement can go below (its logits are meaningless)
   df           DisentangledFlash 1.1.1 optimize_deberta(model.deberta): "padded" prepares its
                per-length position plans for every padded length the run will use
                (sequence_lengths=..., as its documentation asks) and activates the batch's length
@@ -14,9 +17,11 @@ stream-ordered copies) instead of reading the device mask, which waits for the q
 
 Every variant gets its own copy of the model, so parameters are never shared across variants.
 """
+import contextlib
 import copy
 import importlib.metadata
 import sys
+import types
 from pathlib import Path
 
 import torch
@@ -74,6 +79,29 @@ def ours(model, layout):
     return run
 
 
+@contextlib.contextmanager
+def _attention_skipped():
+    """While active, dflash_torch's patched attention returns V as its context (no kernel)."""
+    from dflash_torch import deberta as patched
+    real = patched.ops
+    patched.ops = types.SimpleNamespace(
+        attention_padded=lambda q, k, v, *rest: (v, None),
+        attention_packed=lambda q, k, v, *rest: (v, None))
+    try:
+        yield
+    finally:
+        patched.ops = real
+
+
+def ours_floor(model, layout):
+    run = ours(model, layout)
+
+    def run_floor(ids, mask, host_mask=None):
+        with _attention_skipped():
+            return run(ids, mask, host_mask)
+    return run_floor
+
+
 def df(model, layout, lengths):
     import disentangled_flash
     model = copy.deepcopy(model)
@@ -107,10 +135,13 @@ def fd(model):
 
 
 def make(name, model, lengths=()):
-    """`name`: stock, ours_padded, ours_packed, df_padded, df_packed, fd. `lengths`: the padded
+    """`name`: stock, ours_padded, ours_packed, ours_floor_padded, ours_floor_packed, df_padded,
+    df_packed, fd. `lengths`: the padded
     lengths of the batches the variant will see (df_padded prepares one plan per length)."""
     if name == "stock":
         return stock(model)
+    if name.startswith("ours_floor_"):
+        return ours_floor(model, name[len("ours_floor_"):])
     if name.startswith("ours_"):
         return ours(model, name[len("ours_"):])
     if name.startswith("df_"):

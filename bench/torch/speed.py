@@ -6,7 +6,9 @@
                beforehand (pinned); the timed pass copies each to the device, runs the model and
                keeps the logits; one copy of all logits to the host and a synchronize end it
                (bench/engine/hf_baseline.py's method). Variants (model_variants.py): stock eager,
-               ours padded / packed, DisentangledFlash 1.1.1 padded / packed, FlashDeBERTa 0.0.8;
+               ours padded / packed, ours with the attention op skipped (ours_floor_s: the rest
+               of the model, the floor of any attention-only replacement), DisentangledFlash
+               1.1.1 padded / packed, FlashDeBERTa 0.0.8;
                both packed variants build their layout from the pinned host mask (no device read).
                Seconds: the best of --repeats passes after a warm-up.
   compile      batches of 64 sorted by length, padded to multiples of 64: stock and ours
@@ -43,7 +45,8 @@ import model_variants  # noqa: E402
 from dflash_torch import _native, ops  # noqa: E402
 from dflash_torch.relative_positions import PositionSettings, build_slot_table  # noqa: E402
 
-E2E_VARIANTS = ("stock", "ours_padded", "ours_packed", "df_padded", "df_packed", "fd")
+E2E_VARIANTS = ("stock", "ours_padded", "ours_packed", "ours_floor_padded", "ours_floor_packed",
+                "df_padded", "df_packed", "fd")
 
 
 def host_batches(sequences, batch, sort=False, multiple=1):
@@ -107,6 +110,7 @@ def e2e_rows(model, sequences, batch_sizes, repeats, errors):
             rows.append({"workload": "mnli_like", "batch": batch, "layout": layout,
                          "eager_s": seconds["stock"], "df_s": seconds[f"df_{layout}"],
                          "fd_s": seconds["fd"], "ours_s": seconds[f"ours_{layout}"],
+                         "ours_floor_s": seconds[f"ours_floor_{layout}"],
                          "compiled_s": None, "ours_compiled_s": None})
     return rows
 
