@@ -204,7 +204,10 @@ void HttpFront::Run(ApiFamily family, absl::string_view rpc, absl::StatusOr<Pars
   CallContext call;
   call.protocol = Protocol::kHttp;
   call.received = absl::Now();
-  call.cancelled = std::make_shared<serving::CancellationFlag>(false);
+  // The listener's flag: set when the client hangs up while its request waits.
+  call.cancelled = http_request.client_gone != nullptr
+                       ? http_request.client_gone
+                       : std::make_shared<serving::CancellationFlag>(false);
   // The HTTP counterpart of a gRPC deadline: the batcher and the answer honour it the same way.
   if (const std::string* timeout = http_request.Header("x-request-timeout")) {
     double seconds = 0;

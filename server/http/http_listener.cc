@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -32,7 +33,8 @@ struct Completion {
   std::mutex mutex;
   MHD_Connection* connection = nullptr;
   bool suspended = false;
-  bool closed = false;  // libmicrohttpd is done with the request; `connection` is stale.
+  uint64_t hangup_watch = 0;  // While suspended: the HangupWatch id of the connection's socket.
+  bool closed = false;        // libmicrohttpd is done with the request; `connection` is stale.
   std::optional<HttpResponse> response;
 };
 
@@ -192,20 +194,32 @@ struct ListenerCallbacks {
       auto completion = std::make_shared<Completion>();
       completion->connection = connection;
       state->completion = completion;
+      auto client_gone = std::make_shared<std::atomic<bool>>(false);
+      state->request.client_gone = client_gone;
       {
         std::lock_guard<std::mutex> lock(listener.pending_mutex_);
         ++listener.pending_;
       }
-      listener.handler_(std::move(state->request), [completion](HttpResponse response) {
+      HangupWatch* hangups = listener.hangups_.get();
+      listener.handler_(std::move(state->request), [completion, hangups](HttpResponse response) {
         std::lock_guard<std::mutex> lock(completion->mutex);
         if (completion->closed) return;
         completion->response = std::move(response);
-        if (completion->suspended) MHD_resume_connection(completion->connection);
+        if (completion->suspended) {
+          // Back to libmicrohttpd's own polling, which sees a hang-up when it writes.
+          hangups->Forget(std::exchange(completion->hangup_watch, 0));
+          MHD_resume_connection(completion->connection);
+        }
       });
       std::lock_guard<std::mutex> lock(completion->mutex);
       if (!completion->response.has_value()) {
         completion->suspended = true;
         MHD_suspend_connection(connection);
+        if (const MHD_ConnectionInfo* info =
+                MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+            info != nullptr) {
+          completion->hangup_watch = hangups->Watch(info->connect_fd, std::move(client_gone));
+        }
         return MHD_YES;
       }
     }
@@ -225,11 +239,12 @@ struct ListenerCallbacks {
     auto* state = static_cast<HttpListener::Connection*>(*request_state);
     if (state == nullptr) return;
     if (state->completion != nullptr) {
+      auto& listener = *static_cast<HttpListener*>(cls);
       {
         std::lock_guard<std::mutex> lock(state->completion->mutex);
         state->completion->closed = true;
+        listener.hangups_->Forget(std::exchange(state->completion->hangup_watch, 0));
       }
-      auto& listener = *static_cast<HttpListener*>(cls);
       std::lock_guard<std::mutex> lock(listener.pending_mutex_);
       if (--listener.pending_ == 0) listener.pending_done_.notify_all();
     }
@@ -288,6 +303,13 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
   std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned_addresses(addresses, &freeaddrinfo);
 
   std::unique_ptr<HttpListener> listener(new HttpListener(std::move(options), std::move(handler)));
+  absl::StatusOr<std::unique_ptr<HangupWatch>> hangups = HangupWatch::Start();
+  if (!hangups.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot serve HTTP on '", address,
+                     "': watching client hang-ups: ", hangups.status().message()));
+  }
+  listener->hangups_ = *std::move(hangups);
   const HttpListenerOptions& settings = listener->options_;
   const unsigned int timeout_seconds =
       static_cast<unsigned int>(std::max<int64_t>(1, absl::ToInt64Seconds(settings.idle_timeout)));

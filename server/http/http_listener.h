@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "server/http/hangup_watch.h"
 
 struct MHD_Daemon;
 
@@ -37,6 +38,9 @@ struct HttpRequest {
   // Header names lower-case, in arrival order.
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  // Set by the listener when the client hangs up before its answer is written; the front makes
+  // it the call's cancellation flag. Null for a request not from a listener.
+  std::shared_ptr<std::atomic<bool>> client_gone;
 
   // The first header called `name` (lower-case), or null.
   const std::string* Header(absl::string_view name) const;
@@ -106,6 +110,8 @@ class HttpListener {
   HttpHandler handler_;
   // What libmicrohttpd reports; outlives daemon_.
   std::unique_ptr<microhttpd::DaemonLog> daemon_log_;
+  // The sockets of suspended connections, for their clients' hang-ups; outlives daemon_.
+  std::unique_ptr<HangupWatch> hangups_;
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   std::atomic<bool> closing_{false};

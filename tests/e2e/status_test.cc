@@ -17,6 +17,7 @@
 #include "server/service/model_catalog.h"
 #include "server/service/worker_pool.h"
 #include "tests/e2e/e2e_harness.h"
+#include "tests/e2e/http_client.h"
 
 namespace dflash::e2e {
 namespace {
@@ -84,10 +85,11 @@ class StatusTest : public ::testing::Test {
     demo.limits.max_text_bytes = kMaxTextBytes;
     demo.limits.max_request_tokens = kMaxRequestTokens;
     demo.batching.max_queued_requests = kMaxQueuedRequests;
+    ServerConfig config = TestServerConfig(
+        {demo, TestModelEntry("embed", models_->embed), TestModelEntry("rerank", models_->rerank)});
+    config.http_listen = "127.0.0.1:0";  // For the HTTP client that hangs up.
     absl::StatusOr<std::unique_ptr<TestServer>> server =
-        TestServer::Start(TestServerConfig({demo, TestModelEntry("embed", models_->embed),
-                                            TestModelEntry("rerank", models_->rerank)}),
-                          GatedLoader({{"demo", *control_}}));
+        TestServer::Start(config, GatedLoader({{"demo", *control_}}));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server).release();
   }
@@ -140,6 +142,25 @@ class StatusTest : public ::testing::Test {
     std::unique_ptr<AsyncClassify> held = StartClassify(stub(), ClassifyOf("holding the engine"));
     EXPECT_TRUE(control().WaitForBatches(batches + 1));
     return held;
+  }
+
+  static double Dropped(const std::string& code) {
+    return Scrape(*server_, "dflash_dropped_requests_total", {{"model", "demo"}, {"code", code}});
+  }
+
+  // Frees the engine that `held` (HoldEngine) holds, then checks that the request of `text`,
+  // dropped from the queue, was never computed while a request queued after it was, and that
+  // dflash_dropped_requests_total{code} counts it: `dropped_before` + 1.
+  static void ExpectDroppedNotComputed(std::unique_ptr<AsyncClassify> held, const std::string& text,
+                                       const std::string& code, double dropped_before) {
+    control().Open();
+    EXPECT_TRUE(held->Wait().ok());
+    // A request queued after it: answered once the dropped one has been taken from the queue.
+    v1::ClassifyResponse response;
+    ASSERT_TRUE(stub().Classify(NewContext().get(), ClassifyOf("after"), &response).ok());
+    EXPECT_TRUE(control().Saw(IdsOf("after"))) << "IdsOf does not match what the server runs";
+    EXPECT_FALSE(control().Saw(IdsOf(text))) << "the " << code << " request was computed";
+    EXPECT_EQ(Dropped(code), dropped_before + 1);
   }
 
   static Failure Classify(const v1::ClassifyRequest& request) {
@@ -447,8 +468,7 @@ TEST_F(StatusTest, ResourceExhaustedWhenTheQueueIsFullWithRetryPushback) {
 }
 
 TEST_F(StatusTest, DeadlineExceededWhileQueuedIsNeverComputed) {
-  const double expired_before = Scrape(*server_, "dflash_dropped_requests_total",
-                                       {{"model", "demo"}, {"code", "DEADLINE_EXCEEDED"}});
+  const double expired_before = Dropped("DEADLINE_EXCEEDED");
   std::unique_ptr<AsyncClassify> held = HoldEngine();
   const std::string text = "this request expires in the queue and must never be computed";
   const absl::Duration timeout = absl::Milliseconds(500);
@@ -460,22 +480,12 @@ TEST_F(StatusTest, DeadlineExceededWhileQueuedIsNeverComputed) {
   // it with its own clock when it takes the request. Let that deadline pass surely before the
   // engine is freed (a late one makes the test fail, never pass wrongly).
   absl::SleepFor(deadline + absl::Seconds(1) - absl::Now());
-  control().Open();
-  EXPECT_TRUE(held->Wait().ok());
-  // A request queued after it: answered once the expired one has been taken from the queue.
-  v1::ClassifyResponse response;
-  ASSERT_TRUE(stub().Classify(NewContext().get(), ClassifyOf("after"), &response).ok());
-  EXPECT_TRUE(control().Saw(IdsOf("after"))) << "IdsOf does not match what the server runs";
-  EXPECT_FALSE(control().Saw(IdsOf(text))) << "the expired request was computed";
   // Counted as an expired request, although gRPC has cancelled the call by then as well.
-  EXPECT_EQ(Scrape(*server_, "dflash_dropped_requests_total",
-                   {{"model", "demo"}, {"code", "DEADLINE_EXCEEDED"}}),
-            expired_before + 1);
+  ExpectDroppedNotComputed(std::move(held), text, "DEADLINE_EXCEEDED", expired_before);
 }
 
 TEST_F(StatusTest, CancelledWhileQueuedIsNeverComputed) {
-  const double cancelled_before =
-      Scrape(*server_, "dflash_dropped_requests_total", {{"model", "demo"}, {"code", "CANCELLED"}});
+  const double cancelled_before = Dropped("CANCELLED");
   std::unique_ptr<AsyncClassify> held = HoldEngine();
   const std::string text = "this request is cancelled in the queue and must never be computed";
   std::unique_ptr<AsyncClassify> cancelled = StartClassify(stub(), ClassifyOf(text));
@@ -485,15 +495,27 @@ TEST_F(StatusTest, CancelledWhileQueuedIsNeverComputed) {
   // gRPC tells the server about the cancellation asynchronously (RST_STREAM, then OnCancel on one
   // of its threads): the engine is freed once the queued request carries it.
   ASSERT_TRUE(server_->WaitForCancelledQueuedRequests("demo", 1));
-  control().Open();
-  EXPECT_TRUE(held->Wait().ok());
-  v1::ClassifyResponse response;
-  ASSERT_TRUE(stub().Classify(NewContext().get(), ClassifyOf("after"), &response).ok());
-  EXPECT_TRUE(control().Saw(IdsOf("after"))) << "IdsOf does not match what the server runs";
-  EXPECT_FALSE(control().Saw(IdsOf(text))) << "the cancelled request was computed";
-  EXPECT_EQ(
-      Scrape(*server_, "dflash_dropped_requests_total", {{"model", "demo"}, {"code", "CANCELLED"}}),
-      cancelled_before + 1);
+  ExpectDroppedNotComputed(std::move(held), text, "CANCELLED", cancelled_before);
+}
+
+TEST_F(StatusTest, HttpClientGoneWhileQueuedIsNeverComputed) {
+  const double cancelled_before = Dropped("CANCELLED");
+  std::unique_ptr<AsyncClassify> held = HoldEngine();
+  const std::string text = "this HTTP client hangs up in the queue and is never computed";
+  {
+    absl::StatusOr<HttpClient> client = HttpClient::Connect(server_->runtime().http_port());
+    ASSERT_TRUE(client.ok()) << client.status();
+    const std::string body = absl::StrCat(R"({"inputs": ")", text, R"("})");
+    ASSERT_TRUE(client
+                    ->SendRaw(absl::StrCat("POST /predict HTTP/1.1\r\nHost: localhost\r\n"
+                                           "Content-Type: application/json\r\nContent-Length: ",
+                                           body.size(), "\r\n\r\n", body))
+                    .ok());
+    ASSERT_TRUE(server_->WaitForQueuedRequests("demo", 1));
+  }  // The client closes its socket while its request waits behind the held batch.
+  // The listener sees the hang-up on the suspended connection's socket and cancels the call.
+  ASSERT_TRUE(server_->WaitForCancelledQueuedRequests("demo", 1));
+  ExpectDroppedNotComputed(std::move(held), text, "CANCELLED", cancelled_before);
 }
 
 TEST_F(StatusTest, InternalForAFailedBatchThenTheServerGoesOn) {
