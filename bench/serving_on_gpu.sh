@@ -23,9 +23,10 @@
 #   SERVER_CORES (0-11), LOAD_CORES (12-15), BACKEND (cuda; null for a smoke run without a GPU),
 #   POISSON_FRACTIONS (the open-loop rates as fractions of the best closed-loop rate;
 #   default "0.5 0.7 0.8 0.9 1.0 1.1"), HOST_THREADS (the model's batching.host_threads: the host
-#   threads that pack batches and send answers; default 0, two per engine)
+#   threads that pack batches and send answers; default 0, two per engine; several values, e.g.
+#   "2 4 8", run every server once per value, labelled LABEL-ht<N>)
 set -uo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,27p "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,28p "$0"; exit 0; fi
 servers=(); sections=engine,serving,protocols
 for arg in "$@"; do
   case "$arg" in
@@ -78,8 +79,19 @@ load() {
   echo "$before $after $(getconf CLK_TCK)" > "$out/$label-$name.cpu"
 }
 
+read -r -a host_threads_values <<< "${HOST_THREADS:-0}"
+runs=()  # LABEL=PATH=HOST_THREADS
 for entry in "${servers[@]}"; do
-  label=${entry%%=*}; binary=${entry#*=}
+  for value in "${host_threads_values[@]}"; do
+    if (( ${#host_threads_values[@]} > 1 )); then
+      runs+=("${entry%%=*}-ht$value=${entry#*=}=$value")
+    else
+      runs+=("$entry=$value")
+    fi
+  done
+done
+for run in "${runs[@]}"; do
+  label=${run%%=*}; rest=${run#*=}; binary=${rest%=*}; host_threads=${rest##*=}
   cat > "$work/server.yaml" <<YAML
 server:
   listen: 127.0.0.1:$port
@@ -92,7 +104,7 @@ models:
     dtype: float16
     devices: [0]
     batching:
-      host_threads: ${HOST_THREADS:-0}
+      host_threads: $host_threads
 YAML
   echo "== server $label ($binary)"
   start=$SECONDS
@@ -135,7 +147,7 @@ YAML
 done
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)
 python3 bench/serving_results.py --dir "$out" --gpu "${gpu:-none}" --server-cores "$server_cores" \
-  --load-cores "$load_cores" --command "SECONDS_PER_RUN=$seconds POISSON_FRACTIONS=\"${POISSON_FRACTIONS:-0.5 0.7 0.8 0.9 1.0 1.1}\" HOST_THREADS=${HOST_THREADS:-0} bash bench/serving_on_gpu.sh $*"
+  --load-cores "$load_cores" --command "SECONDS_PER_RUN=$seconds POISSON_FRACTIONS=\"${POISSON_FRACTIONS:-0.5 0.7 0.8 0.9 1.0 1.1}\" HOST_THREADS=\"${HOST_THREADS:-0}\" bash bench/serving_on_gpu.sh $*"
 # Everything but the results of record travels back as one archive ($OUT returns few files).
 (cd "$out" && tar -czf /tmp/serving_reports.tgz --exclude='*-serving.json' --exclude='*-protocols.json' . && \
   find . -maxdepth 1 -type f ! -name '*-serving.json' ! -name '*-protocols.json' -delete && mv /tmp/serving_reports.tgz .)
