@@ -66,7 +66,8 @@ StagedLayout StageBatch(const PackedBatch& batch, const RunShape& shape, const S
   // cu_seqlens: the batch's, then the padding sequences, `pad` tokens spread evenly.
   layout.cu_seqlens = next;
   int32_t* cu_seqlens = staged + next;
-  std::memcpy(cu_seqlens, batch.cu_seqlens.data(), static_cast<size_t>(sequences + 1) * 4);
+  std::memcpy(cu_seqlens, batch.cu_seqlens.data(),
+              static_cast<size_t>(sequences + 1) * sizeof(int32_t));
   const int extra = shape.sequences - sequences;
   int64_t left = pad;
   for (int s = 0; s < extra; ++s) {

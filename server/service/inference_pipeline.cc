@@ -27,10 +27,6 @@ absl::Status WithField(const absl::Status& status, absl::string_view field) {
   return absl::Status(status.code(), absl::StrCat(field, ": ", status.message()));
 }
 
-namespace {
-
-// The model sequence of tokenized texts, as Tokenizer::Encode assembles it; the texts' own errors
-// name them already, an assembly error (truncation that cannot be met) names `field`.
 absl::StatusOr<Encoding> AssembleInput(const Tokenizer& tokenizer, const TextTokens& first,
                                        const TextTokens* second,
                                        const TruncationOptions& truncation,
@@ -39,8 +35,6 @@ absl::StatusOr<Encoding> AssembleInput(const Tokenizer& tokenizer, const TextTok
   if (!encoding.ok()) return WithField(encoding.status(), field);
   return encoding;
 }
-
-}  // namespace
 
 absl::StatusOr<Encoding> EncodeTextInput(const ServedModel& model, const v1::TextInput& input,
                                          const RequestTruncation& truncation,

@@ -149,6 +149,14 @@ SequenceInput ToSequenceInput(Encoding encoding);
 // `status` with "<field>: " in front of its message (OK stays OK).
 absl::Status WithField(const absl::Status& status, absl::string_view field);
 
+// The model sequence of tokenized texts (`second` may be null), as Tokenizer::Encode assembles
+// it; the texts' own errors name them already, an assembly error (truncation that cannot be met)
+// names `field`.
+absl::StatusOr<Encoding> AssembleInput(const Tokenizer& tokenizer, const TextTokens& first,
+                                       const TextTokens* second,
+                                       const TruncationOptions& truncation,
+                                       absl::string_view field);
+
 // Checks and tokenizes one TextInput (a text or a pair) named `field` in errors, with the
 // truncation of its kind (single or pair); the result equals Tokenizer::Encode's. Each text is
 // checked once, by the tokenizer, naming `field`.text or `field`.text_pair.

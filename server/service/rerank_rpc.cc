@@ -50,12 +50,11 @@ void InferencePipeline::Rerank(const v1::RerankRequest& request, CallContext cal
       const std::string field = absl::StrCat("documents[", i, "]");
       DFLASH_ASSIGN_OR_RETURN(const TextTokens document,
                               model->tokenizer().EncodeText(request.documents(i), field));
-      absl::StatusOr<Encoding> encoding =
-          model->tokenizer().Assemble(*query_tokens, &document, truncation.pair);
-      if (!encoding.ok()) return WithField(encoding.status(), field);
-      DFLASH_RETURN_IF_ERROR(CheckLength(truncation, encoding->ids.size(), field));
-      const bool truncated = encoding->truncated;
-      return Sequence{ToSequenceInput(std::move(*encoding)), truncated};
+      DFLASH_ASSIGN_OR_RETURN(Encoding encoding, AssembleInput(model->tokenizer(), *query_tokens,
+                                                               &document, truncation.pair, field));
+      DFLASH_RETURN_IF_ERROR(CheckLength(truncation, encoding.ids.size(), field));
+      const bool truncated = encoding.truncated;
+      return Sequence{ToSequenceInput(std::move(encoding)), truncated};
     };
     RunSequences(
         model, call, priority, kSequenceLogits, request.documents_size(), std::move(encode),

@@ -151,17 +151,14 @@ void InferencePipeline::ZeroShot(const v1::ZeroShotRequest& request, CallContext
                               labels](int index) -> absl::StatusOr<Sequence> {
             const size_t t = static_cast<size_t>(index) / labels;
             const size_t l = static_cast<size_t>(index) % labels;
-            absl::StatusOr<Encoding> encoding = model->tokenizer().Assemble(
-                tokenized->texts[t], &tokenized->hypotheses[l], truncation.pair);
-            if (!encoding.ok()) {
-              return WithField(encoding.status(),
-                               absl::StrCat("texts[", t, "] with candidate_labels[", l, "]"));
-            }
-            DFLASH_RETURN_IF_ERROR(
-                CheckLength(truncation, encoding->ids.size(),
-                            absl::StrCat("texts[", t, "] with candidate_labels[", l, "]")));
-            const bool truncated = encoding->truncated;
-            return Sequence{ToSequenceInput(std::move(*encoding)), truncated};
+            const std::string field = absl::StrCat("texts[", t, "] with candidate_labels[", l, "]");
+            DFLASH_ASSIGN_OR_RETURN(
+                Encoding encoding,
+                AssembleInput(model->tokenizer(), tokenized->texts[t], &tokenized->hypotheses[l],
+                              truncation.pair, field));
+            DFLASH_RETURN_IF_ERROR(CheckLength(truncation, encoding.ids.size(), field));
+            const bool truncated = encoding.truncated;
+            return Sequence{ToSequenceInput(std::move(encoding)), truncated};
           };
           RunSequences(
               model, call, priority, kSequenceLogits, static_cast<int>(texts * labels),
