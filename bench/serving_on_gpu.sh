@@ -20,13 +20,16 @@
 #   and cp build/demo-model/spm.model .carry/   (docs/gpu.md: strip, pack, carry)
 # Usage (GPU host): bash bench/serving_on_gpu.sh [--server=LABEL=PATH ...] [--sections=LIST]
 #   sections: engine,serving,protocols (default all). Environment: SECONDS_PER_RUN (8),
-#   SERVER_CORES (0-11), LOAD_CORES (12-15), BACKEND (cuda; null for a smoke run without a GPU),
+#   SERVER_CORES (0-11), LOAD_CORES (12-15), CHANNELS (the load generator's gRPC connections, 8),
+#   BACKEND (cuda; null for a smoke run without a GPU),
 #   POISSON_FRACTIONS (the open-loop rates as fractions of the best closed-loop rate;
 #   default "0.5 0.7 0.8 0.9 1.0 1.1"), HOST_THREADS (the model's batching.host_threads: the host
 #   threads that pack batches and send answers; default 0, two per engine; several values, e.g.
-#   "2 4 8", run every server once per value, labelled LABEL-ht<N>)
+#   "2 4 8", run every server once per value, labelled LABEL-ht<N>), MAX_BATCH_SEQUENCES (the
+#   model's batching.max_batch_sequences; default: the server's; several values run every server
+#   once per value, labelled LABEL-bs<N>)
 set -uo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,28p "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,30p "$0"; exit 0; fi
 servers=(); sections=engine,serving,protocols
 for arg in "$@"; do
   case "$arg" in
@@ -43,7 +46,7 @@ out=${OUT:-/tmp/out}
 work=/tmp/dfs
 seconds=${SECONDS_PER_RUN:-8}
 mkdir -p "$out" "$work"
-server_cores=${SERVER_CORES:-0-11}; load_cores=${LOAD_CORES:-12-15}
+server_cores=${SERVER_CORES:-0-11}; load_cores=${LOAD_CORES:-12-15}; channels=${CHANNELS:-8}
 load_senders=$(taskset -c "$load_cores" nproc 2> /dev/null || echo auto)  # One per load core.
 port=50171; http_port=50172
 has() { [[ ",$sections," == *",$1,"* ]]; }
@@ -80,18 +83,20 @@ load() {
 }
 
 read -r -a host_threads_values <<< "${HOST_THREADS:-0}"
-runs=()  # LABEL=PATH=HOST_THREADS
+read -r -a batch_sequences_values <<< "${MAX_BATCH_SEQUENCES:-default}"
+runs=()  # LABEL=PATH=HOST_THREADS=MAX_BATCH_SEQUENCES
 for entry in "${servers[@]}"; do
-  for value in "${host_threads_values[@]}"; do
-    if (( ${#host_threads_values[@]} > 1 )); then
-      runs+=("${entry%%=*}-ht$value=${entry#*=}=$value")
-    else
-      runs+=("$entry=$value")
-    fi
+  for threads in "${host_threads_values[@]}"; do
+    for sequences in "${batch_sequences_values[@]}"; do
+      label=${entry%%=*}
+      (( ${#host_threads_values[@]} > 1 )) && label+="-ht$threads"
+      (( ${#batch_sequences_values[@]} > 1 )) && label+="-bs$sequences"
+      runs+=("$label=${entry#*=}=$threads=$sequences")
+    done
   done
 done
 for run in "${runs[@]}"; do
-  label=${run%%=*}; rest=${run#*=}; binary=${rest%=*}; host_threads=${rest##*=}
+  IFS='=' read -r label binary host_threads batch_sequences <<< "$run"
   cat > "$work/server.yaml" <<YAML
 server:
   listen: 127.0.0.1:$port
@@ -106,6 +111,8 @@ models:
     batching:
       host_threads: $host_threads
 YAML
+  [[ $batch_sequences == default ]] || \
+    echo "      max_batch_sequences: $batch_sequences" >> "$work/server.yaml"
   echo "== server $label ($binary)"
   start=$SECONDS
   DFLASH_SENTENCEPIECE_SHIM="$PWD/.carry/lib/libdflash_sentencepiece_shim.so" \
@@ -124,22 +131,22 @@ YAML
   if has serving; then
     load "$label" c1 --target=127.0.0.1:$port --mode=closed --concurrency=1
     for c in 256 512; do
-      load "$label" "c$c" --target=127.0.0.1:$port --mode=closed --concurrency=$c --channels=8
+      load "$label" "c$c" --target=127.0.0.1:$port --mode=closed --concurrency=$c --channels="$channels"
     done
     best=$(python3 -c "import json,sys; print(max(json.load(open(f'$out/$label-c{c}.json'))['measured']['ok_rate_per_s'] for c in (256, 512)))")
     for fraction in ${POISSON_FRACTIONS:-0.5 0.7 0.8 0.9 1.0 1.1}; do
       rate=$(python3 -c "print(round($best * $fraction))")
       load "$label" "poisson-$rate" --target=127.0.0.1:$port --mode=poisson --rate="$rate" \
-        --channels=8 --max_in_flight=20000 --senders="$load_senders"
+        --channels="$channels" --max_in_flight=20000 --senders="$load_senders"
     done
   fi
   if has protocols; then
     load "$label" proto-dflash --target=127.0.0.1:$port --protocol=dflash --mode=closed \
-      --concurrency=256 --channels=8
+      --concurrency=256 --channels="$channels"
     load "$label" proto-http --target=127.0.0.1:$http_port --protocol=http --mode=closed \
       --concurrency=256
     load "$label" proto-kserve --target=127.0.0.1:$port --protocol=kserve --mode=closed \
-      --concurrency=256 --channels=8
+      --concurrency=256 --channels="$channels"
   fi
   curl -s 127.0.0.1:9574/metrics | grep -E "^dflash_(batch|batches_total|requests_total)" \
     > "$out/metrics-$label.txt"
@@ -147,7 +154,7 @@ YAML
 done
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)
 python3 bench/serving_results.py --dir "$out" --gpu "${gpu:-none}" --server-cores "$server_cores" \
-  --load-cores "$load_cores" --command "SECONDS_PER_RUN=$seconds POISSON_FRACTIONS=\"${POISSON_FRACTIONS:-0.5 0.7 0.8 0.9 1.0 1.1}\" HOST_THREADS=\"${HOST_THREADS:-0}\" bash bench/serving_on_gpu.sh $*"
+  --load-cores "$load_cores" --command "SECONDS_PER_RUN=$seconds CHANNELS=$channels POISSON_FRACTIONS=\"${POISSON_FRACTIONS:-0.5 0.7 0.8 0.9 1.0 1.1}\" HOST_THREADS=\"${HOST_THREADS:-0}\" MAX_BATCH_SEQUENCES=\"${MAX_BATCH_SEQUENCES:-default}\" bash bench/serving_on_gpu.sh $*"
 # Everything but the results of record travels back as one archive ($OUT returns few files).
 (cd "$out" && tar -czf /tmp/serving_reports.tgz --exclude='*-serving.json' --exclude='*-protocols.json' . && \
   find . -maxdepth 1 -type f ! -name '*-serving.json' ! -name '*-protocols.json' -delete && mv /tmp/serving_reports.tgz .)
