@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Host cost of one dflash_torch attention call, piece by piece, on one GPU.
+
+In eager PyTorch at small batches (the MNLI-like set at batch 8) the GPU finishes an attention
+call long before the host has issued the next, so the op's host time, not its kernel, is what
+the end-to-end time pays. This times, on a padded v3-base-shaped layer (BF16, 12 heads x 64,
+--batch sequences of --length tokens, Q / K / V views of one fused projection, v3 positions):
+
+  op           torch.ops.dflash.attention_padded, as DeBERTa's patched layers call it
+  forward      the op's implementation called directly (no dispatcher)
+  capi         the C interface's forward alone, arguments built once (the launch itself)
+  and the pieces the implementation uses: a CUDA torch.empty, torch.cuda.current_stream,
+  torch.cuda.device as a context, the C interface's workspace_bytes.
+
+Each figure is the median over --calls calls of the host time of one call (time.perf_counter
+around it, no synchronisation; the GPU keeps up at these shapes). Prints a table and writes JSON.
+
+    python3 bench/torch/op_host_cost.py --out /tmp/out/op_host_cost.json
+"""
+import argparse
+import ctypes
+import json
+import statistics
+import time
+
+import torch
+
+from dflash_torch import _native, ops
+from dflash_torch.relative_positions import PositionSettings, build_slot_table
+
+
+def median_us(call, calls: int) -> float:
+    for _ in range(20):
+        call()
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return statistics.median(samples) * 1e6
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--length", type=int, default=64)
+    parser.add_argument("--calls", type=int, default=2000)
+    args_in = parser.parse_args()
+
+    heads, head_dim = 12, 64
+    width = heads * head_dim
+    batch, length = args_in.batch, args_in.length
+    qkv = torch.randn(batch, length, 3 * width, device="cuda").to(torch.bfloat16)
+    q, k, v = qkv.chunk(3, dim=-1)
+    pos_key = torch.randn(512, width, device="cuda").to(torch.bfloat16)
+    pos_query = torch.randn(512, width, device="cuda").to(torch.bfloat16)
+    table = build_slot_table(PositionSettings(span=256, position_buckets=256,
+                                              max_relative_positions=512))
+    positions_id = ops.register_slot_table(table)
+    slot_table = torch.tensor(table.table, dtype=torch.int32, device="cuda")
+    key_mask = torch.ones(batch, length, dtype=torch.bool, device="cuda")
+    scale = 1.0 / (3 * head_dim) ** 0.5
+    library = _native.require()
+
+    def op():
+        torch.ops.dflash.attention_padded(q, k, v, pos_key, pos_query, slot_table, positions_id,
+                                          key_mask, heads, scale, False)
+
+    def forward():
+        ops._forward(q, k, v, pos_key, pos_query, slot_table, positions_id, heads, scale, False,
+                     key_mask=key_mask)
+
+    native = _native.Args()
+    native.struct_size = ctypes.sizeof(_native.Args)
+    native.device = torch.cuda.current_device()
+    native.dtype, native.num_heads, native.head_dim = _native.BFLOAT16, heads, head_dim
+    native.q, native.k, native.v = q.data_ptr(), k.data_ptr(), v.data_ptr()
+    native.q_row_stride = native.k_row_stride = native.v_row_stride = 3 * width
+    out = torch.empty(batch, length, width, dtype=torch.bfloat16, device="cuda")
+    native.out, native.out_row_stride = out.data_ptr(), width
+    native.pos_key, native.pos_query = pos_key.data_ptr(), pos_query.data_ptr()
+    native.key_padding_mask = key_mask.data_ptr()
+    native.num_sequences, native.padded_length, native.scale = batch, length, scale
+    native.positions_id = library.register_positions(table.table, table.band, table.span)
+    native.slot_table = slot_table.data_ptr()
+    workspace_bytes = library.workspace_bytes(native)
+    workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def capi():
+        library.forward(native, workspace.data_ptr(), workspace_bytes, stream)
+
+    def device_context():
+        with torch.cuda.device(q.device):
+            pass
+
+    pieces = {
+        "op": op,
+        "forward": forward,
+        "capi": capi,
+        "torch_empty_cuda": lambda: torch.empty(q.shape, dtype=q.dtype, device=q.device),
+        "current_stream": lambda: torch.cuda.current_stream(q.device).cuda_stream,
+        "cuda_device_context": device_context,
+        "workspace_bytes": lambda: library.workspace_bytes(native),
+    }
+    results = {}
+    with torch.inference_mode():
+        for name, call in pieces.items():
+            results[name] = round(median_us(call, args_in.calls), 2)
+            print(f"{name:22s} {results[name]:8.2f} us", flush=True)
+    report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "shape": {"batch": batch, "length": length, "heads": heads, "head_dim": head_dim,
+                        "dtype": "bf16", "layout": "padded"},
+              "calls": args_in.calls, "host_us_median": results}
+    with open(args_in.out, "w") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
