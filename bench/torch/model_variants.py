@@ -85,8 +85,8 @@ def _attention_skipped():
     from dflash_torch import deberta as patched
     real = patched.ops
     patched.ops = types.SimpleNamespace(
-        attention_padded=lambda q, k, v, *rest: (v, None),
-        attention_packed=lambda q, k, v, *rest: (v, None))
+        run_padded=lambda q, k, v, *rest: (v, None),
+        run_packed=lambda q, k, v, *rest: (v, None))
     try:
         yield
     finally:

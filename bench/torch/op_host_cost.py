@@ -6,8 +6,10 @@ call long before the host has issued the next, so the op's host time, not its ke
 the end-to-end time pays. This times, on a padded v3-base-shaped layer (BF16, 12 heads x 64,
 --batch sequences of --length tokens, Q / K / V views of one fused projection, v3 positions):
 
-  op           torch.ops.dflash.attention_padded, as DeBERTa's patched layers call it
-  forward      the op's implementation called directly (no dispatcher)
+  op           torch.ops.dflash.attention_padded through the dispatcher
+  run_padded   the entry DeBERTa's patched layers call (ops.run_padded: in eager CUDA use the
+               implementation without the dispatcher; where the package predates it, n/a)
+  forward      the op's implementation called directly
   capi         the C interface's forward alone, arguments built once (the launch itself)
   and the pieces the implementation uses: a CUDA torch.empty, torch.cuda.current_stream,
   torch.cuda.device as a context, the C interface's workspace_bytes.
@@ -22,6 +24,7 @@ import ctypes
 import json
 import statistics
 import time
+from pathlib import Path
 
 import torch
 
@@ -69,6 +72,12 @@ def main():
         torch.ops.dflash.attention_padded(q, k, v, pos_key, pos_query, slot_table, positions_id,
                                           key_mask, heads, scale, False)
 
+    run_padded = getattr(ops, "run_padded", None)
+
+    def entry():
+        run_padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask, heads, scale,
+                   False)
+
     def forward():
         ops._forward(q, k, v, pos_key, pos_query, slot_table, positions_id, heads, scale, False,
                      key_mask=key_mask)
@@ -99,6 +108,7 @@ def main():
 
     pieces = {
         "op": op,
+        "run_padded": entry if run_padded is not None else None,
         "forward": forward,
         "capi": capi,
         "torch_empty_cuda": lambda: torch.empty(q.shape, dtype=q.dtype, device=q.device),
@@ -109,9 +119,10 @@ def main():
     results = {}
     with torch.inference_mode():
         for name, call in pieces.items():
-            results[name] = round(median_us(call, args_in.calls), 2)
-            print(f"{name:22s} {results[name]:8.2f} us", flush=True)
+            results[name] = round(median_us(call, args_in.calls), 2) if call else None
+            print(f"{name:22s} {results[name] if call else 'n/a':>8} us", flush=True)
     report = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "package": str(Path(ops.__file__).parent),
               "shape": {"batch": batch, "length": length, "heads": heads, "head_dim": head_dim,
                         "dtype": "bf16", "layout": "padded"},
               "calls": args_in.calls, "host_us_median": results}

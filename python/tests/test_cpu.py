@@ -24,7 +24,7 @@ except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import dflash_torch  # noqa: E402
-from dflash_torch import deberta, packing, profiles, projections, reference  # noqa: E402
+from dflash_torch import deberta, ops, packing, profiles, projections, reference  # noqa: E402
 from dflash_torch.relative_positions import (PositionSettings, build_slot_table,  # noqa: E402
                                              slot_indices)
 from transformers import DebertaV2Config  # noqa: E402
@@ -178,6 +178,36 @@ class FakeImplementationTest(unittest.TestCase):
             self.assertEqual((out.shape, out.dtype, out.device.type),
                              ((40, 768), torch.float16, "cuda"))
             self.assertEqual(lse.shape, (12, 40))
+
+
+class EagerEntryOffCudaTest(unittest.TestCase):
+    """run_padded / run_packed call the implementation directly only for plain CUDA tensors."""
+
+    def test_fake_cuda_tensors_take_the_op(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode():
+            q = torch.empty(40, 768, device="cuda", dtype=torch.float16)
+            pos = torch.empty(512, 768, device="cuda", dtype=torch.float16)
+            table = torch.empty(1025, device="cuda", dtype=torch.int32)
+            cu = torch.empty(4, device="cuda", dtype=torch.int32)
+            mask = torch.empty(2, 20, device="cuda", dtype=torch.bool)
+            out, lse = ops.run_packed(q, q, q, pos, pos, table, 0, cu, 20, 12, 0.07, True)
+            self.assertEqual((out.shape, lse.shape), ((40, 768), (12, 40)))
+            padded = q.view(2, 20, 768)
+            out, lse = ops.run_padded(padded, padded, padded, pos, pos, table, 0, mask, 12, 0.07,
+                                      False)
+            self.assertEqual((out.shape, lse.numel()), ((2, 20, 768), 0))
+
+    def test_cpu_tensors_take_the_op(self):
+        torch.manual_seed(0)
+        q = torch.randn(2, 6, 128, dtype=torch.float64)
+        mask = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
+        with KernelOnCpu():
+            out, lse = ops.run_padded(q, q, q, None, None, None, -1, mask, 2, 0.1, True)
+        expected, expected_lse = reference.attention_padded_reference(q, q, q, None, None, None,
+                                                                      -1, mask, 2, 0.1, True)
+        self.assertTrue(torch.equal(out, expected))
+        self.assertTrue(torch.equal(lse, expected_lse))
 
 
 @unittest.skipUnless(dflash_torch.kernel_available(), "libdflash_attention not built")

@@ -88,6 +88,46 @@ class Problem:
 
 
 @unittest.skipUnless(HAVE_GPU, "needs a CUDA device and libdflash_attention")
+class EagerEntryTest(unittest.TestCase):
+    """run_padded / run_packed skip the dispatcher in plain eager use and take the op elsewhere."""
+
+    def test_direct_calls_equal_the_op_and_modes_see_the_op(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class Recorder(TorchDispatchMode):
+            def __init__(self):
+                super().__init__()
+                self.seen = []
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                self.seen.append(str(func))
+                return func(*args, **(kwargs or {}))
+
+        problem = Problem([5, 17, 64], 12, 64, torch.float16)
+        for run, through_op in (
+                (lambda: ops.run_packed(problem.q, problem.k, problem.v, problem.pos_key,
+                                        problem.pos_query, problem.slot_table,
+                                        problem.positions_id, problem.cu_seqlens, 64,
+                                        problem.heads, problem.scale, True),
+                 problem.packed),
+                (lambda: ops.run_padded(problem.qp, problem.kp, problem.vp, problem.pos_key,
+                                        problem.pos_query, problem.slot_table,
+                                        problem.positions_id, problem.mask, problem.heads,
+                                        problem.scale, True),
+                 problem.padded)):
+            with torch.inference_mode():
+                out, lse = run()
+                expected, expected_lse = through_op()
+                self.assertTrue(torch.equal(out, expected))
+                self.assertTrue(torch.equal(lse, expected_lse))
+                recorder = Recorder()
+                with recorder:
+                    run()
+                self.assertTrue(any("dflash.attention_" in name for name in recorder.seen),
+                                recorder.seen)
+
+
+@unittest.skipUnless(HAVE_GPU, "needs a CUDA device and libdflash_attention")
 class OpsTest(unittest.TestCase):
     def check(self, lengths, heads, head_dim, dtype, c2p=True, p2c=True, tf32=False):
         torch.backends.cuda.matmul.allow_tf32 = tf32

@@ -127,14 +127,13 @@ def attention_context(attention: DisentangledSelfAttention, hidden_states: torch
         pos_key, pos_query = projections.position_tables(encoder, attention, rel_embeddings)
     scale = attention_scale(attention.attention_head_size, int(c2p) + int(p2c))
     if isinstance(layout, _PaddedKeys):
-        context, _ = ops.attention_padded(query, key, value, pos_key, pos_query, layout.slot_table,
-                                          layout.positions_id, layout.key_mask,
-                                          attention.num_attention_heads, scale, False)
+        context, _ = ops.run_padded(query, key, value, pos_key, pos_query, layout.slot_table,
+                                    layout.positions_id, layout.key_mask,
+                                    attention.num_attention_heads, scale, False)
     else:
-        context, _ = ops.attention_packed(query, key, value, pos_key, pos_query, layout.slot_table,
-                                          layout.positions_id, layout.cu_seqlens,
-                                          layout.max_seqlen, attention.num_attention_heads, scale,
-                                          False)
+        context, _ = ops.run_packed(query, key, value, pos_key, pos_query, layout.slot_table,
+                                    layout.positions_id, layout.cu_seqlens, layout.max_seqlen,
+                                    attention.num_attention_heads, scale, False)
     return context
 
 

@@ -18,6 +18,10 @@ c2p / p2c); slot_table is the model's int32 idx table on the device and position
 host copy (register_slot_table). lse is the natural-log log-sum-exp of each row's scaled scores,
 what a fused backward needs; with return_lse=False it is an empty tensor and the kernel skips it.
 
+The patched DeBERTa layers call run_padded / run_packed: the ops, except in plain eager use on
+CUDA tensors (no tracing, dispatch mode or autograd), where they call the implementation without
+the dispatcher, whose wrappers cost about a third of a call's host time at small shapes.
+
 The real implementation runs on the caller's current stream, allocates its workspace through
 PyTorch's caching allocator and never synchronises, so the ops can be captured in CUDA graphs; the
 fake implementations give torch.compile shapes and dtypes without running anything. float32
@@ -26,6 +30,7 @@ inputs run the TF32 kernel when torch allows TF32 matmuls at call time, else the
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 import warnings
@@ -142,6 +147,21 @@ def _rows(x: torch.Tensor, rows_dim: int) -> tuple[torch.Tensor, int]:
     return x, stride
 
 
+if hasattr(torch._C, "_cuda_getCurrentRawStream"):
+    _current_stream = torch._C._cuda_getCurrentRawStream  # The handle alone: no Stream object.
+else:
+    def _current_stream(device: int) -> int:
+        return torch.cuda.current_stream(device).cuda_stream
+
+
+def _on_device(device: torch.device):
+    """torch.cuda.device(device) where it is not already the current device (the switch and its
+    undo cost more host time than the check)."""
+    if device.index is None or device.index == torch.cuda.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)
+
+
 def _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale, return_lse,
              *, key_mask=None, cu_seqlens=None, max_seqlen=0):
     padded = key_mask is not None
@@ -215,7 +235,7 @@ def _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, s
     # The caching allocator's blocks are 512-byte aligned and stream-ordered: no synchronisation.
     workspace = (torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
                  if workspace_bytes else None)
-    stream = torch.cuda.current_stream(q.device).cuda_stream
+    stream = _current_stream(device)
     library.forward(args, workspace.data_ptr() if workspace is not None else None,
                     workspace_bytes, stream)
     return out, lse
@@ -227,7 +247,7 @@ def attention_padded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      slot_table: torch.Tensor | None, positions_id: int, key_mask: torch.Tensor,
                      num_heads: int, scale: float,
                      return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    with torch.cuda.device(q.device):
+    with _on_device(q.device):
         return _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
                         return_lse, key_mask=key_mask)
 
@@ -247,7 +267,7 @@ def attention_packed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      slot_table: torch.Tensor | None, positions_id: int, cu_seqlens: torch.Tensor,
                      max_seqlen: int, num_heads: int, scale: float,
                      return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    with torch.cuda.device(q.device):
+    with _on_device(q.device):
         return _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
                         return_lse, cu_seqlens=cu_seqlens, max_seqlen=max_seqlen)
 
@@ -268,3 +288,44 @@ def _no_backward(ctx, *grads):
 
 attention_padded.register_autograd(_no_backward)
 attention_packed.register_autograd(_no_backward)
+
+
+if hasattr(torch._C, "_len_torch_dispatch_stack"):
+    def _no_dispatch_mode() -> bool:
+        return torch._C._len_torch_dispatch_stack() == 0
+else:
+    def _no_dispatch_mode() -> bool:
+        return False
+
+
+def _direct(q: torch.Tensor, *tensors: torch.Tensor | None) -> bool:
+    """Whether a call may skip the dispatcher (about a third of the op's host time at small
+    shapes): plain CUDA tensors in eager code, outside tracing, dispatch modes and autograd, where
+    the op would only forward to _forward. Elsewhere the op runs, so tracers see it and its fake
+    and autograd registrations apply."""
+    return (type(q) is torch.Tensor and q.is_cuda and not torch.compiler.is_compiling()
+            and _no_dispatch_mode()
+            and not (torch.is_grad_enabled()
+                     and any(t is not None and t.requires_grad for t in (q,) + tensors)))
+
+
+def run_padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask, num_heads, scale,
+               return_lse):
+    """attention_padded's result: the op, or in plain eager CUDA use its implementation directly."""
+    if _direct(q, k, v, pos_key, pos_query):
+        with _on_device(q.device):
+            return _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads,
+                            scale, return_lse, key_mask=key_mask)
+    return attention_padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask,
+                            num_heads, scale, return_lse)
+
+
+def run_packed(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens, max_seqlen,
+               num_heads, scale, return_lse):
+    """attention_packed's result: the op, or in plain eager CUDA use its implementation directly."""
+    if _direct(q, k, v, pos_key, pos_query):
+        with _on_device(q.device):
+            return _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads,
+                            scale, return_lse, cu_seqlens=cu_seqlens, max_seqlen=max_seqlen)
+    return attention_packed(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens,
+                            max_seqlen, num_heads, scale, return_lse)
