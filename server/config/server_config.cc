@@ -41,6 +41,7 @@ constexpr absl::string_view kServerKeys[] = {"listen",
                                              "max_metadata_bytes",
                                              "worker_threads",
                                              "max_inflight_requests",
+                                             "max_concurrent_streams",
                                              "tls",
                                              "auth",
                                              "logging"};
@@ -122,6 +123,8 @@ class ConfigReader {
                             server.Int("worker_threads", config.worker_threads));
     DFLASH_ASSIGN_OR_RETURN(config.max_inflight_requests,
                             server.Int("max_inflight_requests", config.max_inflight_requests));
+    DFLASH_ASSIGN_OR_RETURN(config.max_concurrent_streams,
+                            server.Int("max_concurrent_streams", config.max_concurrent_streams));
 
     DFLASH_ASSIGN_OR_RETURN(const YamlMap tls, server.Map("tls", kTlsKeys));
     DFLASH_ASSIGN_OR_RETURN(config.tls.cert_file, FilePath(tls, "cert_file"));

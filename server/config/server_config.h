@@ -122,6 +122,10 @@ struct ServerConfig {
   int max_metadata_bytes = kDefaultMaxMetadataBytes;
   int worker_threads = 0;            // Tokenization/validation pool; 0: number of cores.
   int max_inflight_requests = 4096;  // Whole server, across models; 0: no limit.
+  // gRPC calls one client connection may have open at once (HTTP/2
+  // SETTINGS_MAX_CONCURRENT_STREAMS); gRPC clients hold further calls until one ends. 0: gRPC's
+  // default (no limit).
+  int max_concurrent_streams = 256;
   TlsConfig tls;
   AuthConfig auth;
   LoggingConfig logging;

@@ -93,7 +93,8 @@ std::string DescribeServerConfig(const ServerConfig& config) {
                   Bytes(config.max_message_bytes), ", max metadata ",
                   Bytes(config.max_metadata_bytes), ", worker threads ",
                   config.worker_threads == 0 ? "one per core" : absl::StrCat(config.worker_threads),
-                  ", ", Limit(config.max_inflight_requests, "requests in flight"), "\n");
+                  ", ", Limit(config.max_inflight_requests, "requests in flight"), ", ",
+                  Limit(config.max_concurrent_streams, "gRPC calls per connection"), "\n");
   absl::StrAppend(&text, "  HTTP routes ",
                   config.http_listen.empty()
                       ? std::string("off")

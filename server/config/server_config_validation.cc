@@ -137,6 +137,8 @@ absl::Status CheckServer(const ServerConfig& config, const YamlLocations& locati
       CheckAtLeast(locations, "server.worker_threads", config.worker_threads, 0, "one per core"));
   DFLASH_RETURN_IF_ERROR(CheckAtLeast(locations, "server.max_inflight_requests",
                                       config.max_inflight_requests, 0, "no limit"));
+  DFLASH_RETURN_IF_ERROR(CheckAtLeast(locations, "server.max_concurrent_streams",
+                                      config.max_concurrent_streams, 0, "no limit"));
 
   const TlsConfig& tls = config.tls;
   if (!tls.cert_file.empty() && tls.key_file.empty()) {

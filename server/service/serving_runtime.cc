@@ -126,6 +126,9 @@ absl::Status ServingRuntime::StartGrpc(const ServerConfig& config) {
   builder.SetMaxSendMessageSize(config.max_message_bytes);
   // Over this limit gRPC fails the call's whole connection, every other call on it included.
   builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, config.max_metadata_bytes);
+  if (config.max_concurrent_streams > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config.max_concurrent_streams);
+  }
   builder.RegisterService(service_.get());
   builder.RegisterService(kserve_service_.get());
   server_ = builder.BuildAndStart();

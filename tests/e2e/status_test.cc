@@ -762,6 +762,48 @@ TEST(MetadataLimitTest, HeadersUnderTheConfiguredLimitPassWhereTheDefaultRefuses
 }
 
 // ---------------------------------------------------------------------------------------------
+// Calls per connection: server.max_concurrent_streams.
+// ---------------------------------------------------------------------------------------------
+
+// Over the limit, a connection's further calls wait in the client, not in the server, and are
+// answered once its open calls end; another connection is not held up.
+TEST(ConcurrentStreamsTest, CallsOverTheConnectionsLimitWaitInTheClient) {
+  auto control = std::make_shared<EngineControl>();
+  ServerConfig config = TestServerConfig({TestModelEntry("demo", DemoModelDir(), kMaxBatchTokens)});
+  config.max_concurrent_streams = 1;
+  absl::StatusOr<std::unique_ptr<TestServer>> started =
+      TestServer::Start(config, GatedLoader({{"demo", control}}, InnerEngine::kNull));
+  ASSERT_TRUE(started.ok()) << started.status();
+  TestServer& server = **started;
+
+  control->Close();
+  const int batches = control->batches();
+  std::unique_ptr<AsyncClassify> open = StartClassify(server.stub(), ClassifyOf("open"));
+  ASSERT_TRUE(control->WaitForBatches(batches + 1));
+  std::unique_ptr<AsyncClassify> held = StartClassify(server.stub(), ClassifyOf("same channel"));
+  // A channel of its own connection (channels of equal arguments share one).
+  grpc::ChannelArguments own_connection;
+  own_connection.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  auto other_stub = v1::InferenceService::NewStub(grpc::CreateCustomChannel(
+      server.address(), grpc::InsecureChannelCredentials(), own_connection));
+  std::unique_ptr<AsyncClassify> other = StartClassify(*other_stub, ClassifyOf("other channel"));
+  ASSERT_TRUE(server.WaitForQueuedRequests("demo", 1));
+  // The call on the other connection is queued; the one behind the open call is not at the
+  // server. Without the limit it would be queued as well, within milliseconds.
+  const absl::Time until = absl::Now() + absl::Milliseconds(500);
+  while (absl::Now() < until) {
+    ASSERT_EQ(server.QueueStats("demo").requests, 1) << "a call over the limit reached the server";
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_FALSE(held->done());
+
+  control->Open();
+  EXPECT_TRUE(open->Wait().ok());
+  EXPECT_TRUE(held->Wait().ok()) << held->status.error_message();
+  EXPECT_TRUE(other->Wait().ok()) << other->status.error_message();
+}
+
+// ---------------------------------------------------------------------------------------------
 // UNAVAILABLE while draining, and 9. graceful drain loses nothing.
 // ---------------------------------------------------------------------------------------------
 

@@ -88,6 +88,7 @@ TEST(ServerConfigTest, MinimalConfigGetsEveryDefault) {
   EXPECT_EQ(config->max_message_bytes, 16 << 20);
   EXPECT_EQ(config->worker_threads, 0);
   EXPECT_EQ(config->max_inflight_requests, 4096);
+  EXPECT_EQ(config->max_concurrent_streams, 256);
   EXPECT_FALSE(config->tls.enabled());
   EXPECT_FALSE(config->auth.enabled());
   EXPECT_EQ(config->auth.header, "authorization");
@@ -136,6 +137,7 @@ server:
   max_message_bytes: 4MiB
   worker_threads: 3
   max_inflight_requests: 0
+  max_concurrent_streams: 0
   tls:
     cert_file: cert.pem
     key_file: key.pem
@@ -188,6 +190,7 @@ models:
   EXPECT_EQ(config->max_message_bytes, 4 << 20);
   EXPECT_EQ(config->worker_threads, 3);
   EXPECT_EQ(config->max_inflight_requests, 0);
+  EXPECT_EQ(config->max_concurrent_streams, 0);
   EXPECT_EQ(config->tls.cert_file, (dir.path() / "cert.pem").string());
   EXPECT_EQ(config->tls.key_file, (dir.path() / "key.pem").string());
   EXPECT_EQ(config->tls.client_ca_file, (dir.path() / "ca.pem").string());
@@ -511,6 +514,7 @@ TEST(ServerConfigErrorsTest, OutOfRangeValuesNameTheKeyAndHowToFixThem) {
       {ServerYaml("http_idle_timeout: 0s"), {"server.http_idle_timeout", "at least 1s"}},
       {ServerYaml("worker_threads: -2"), {"server.worker_threads", "one per core"}},
       {ServerYaml("max_inflight_requests: -1"), {"server.max_inflight_requests", "no limit"}},
+      {ServerYaml("max_concurrent_streams: -1"), {"server.max_concurrent_streams", "no limit"}},
       {ServerYaml("logging:\n  level: verbose"),
        {"test.yaml:3:5", "server.logging.level", "trace, debug, info, warn, error, off"}},
       {ServerYaml("logging:\n  level: INFO"), {"did you mean 'info'?"}},
