@@ -71,6 +71,35 @@ TEST(TokenizerSentencePieceModelTest, EncodesWithByteOffsets) {
   EXPECT_TRUE(tokens.empty());
 }
 
+// Encode reuses its output messages for texts up to 16 KiB and takes a fresh one above: a text
+// encoded after longer ones gets exactly its own pieces and offsets, on either path.
+TEST(TokenizerSentencePieceModelTest, EncodingAfterLongerTextsGivesOnlyTheTextsOwnPieces) {
+  const auto model = LoadFixture();
+  ASSERT_NE(model, nullptr);
+  SentencePieceError error;
+  std::vector<SentencePieceToken> first;
+  ASSERT_TRUE(model->Encode("Hello world", &first, &error)) << error.message;
+  std::string retained;  // Under 16 KiB.
+  std::string own;       // Over 16 KiB.
+  while (retained.size() < (10 << 10)) retained += "Hello world ";
+  while (own.size() < (40 << 10)) own += "Hello world ";
+  std::vector<SentencePieceToken> tokens;
+  ASSERT_TRUE(model->Encode(own, &tokens, &error)) << error.message;
+  const size_t own_count = tokens.size();
+  ASSERT_TRUE(model->Encode(retained, &tokens, &error)) << error.message;
+  const size_t retained_count = tokens.size();
+  EXPECT_EQ(own_count * first.size() * retained.size(), retained_count * first.size() * own.size());
+  EXPECT_EQ(retained_count % first.size(), 0u);
+  EXPECT_EQ(tokens.back().byte_end, retained.size() - 1);  // The last space is no token.
+  std::vector<SentencePieceToken> again;
+  ASSERT_TRUE(model->Encode("Hello world", &again, &error)) << error.message;
+  ASSERT_EQ(Ids(again), Ids(first));
+  for (size_t i = 0; i < first.size(); ++i) {
+    EXPECT_EQ(again[i].byte_begin, first[i].byte_begin);
+    EXPECT_EQ(again[i].byte_end, first[i].byte_end);
+  }
+}
+
 TEST(TokenizerSentencePieceModelTest, MissingFileNamesIt) {
   ScratchDirectory dir;
   SentencePieceError error;
