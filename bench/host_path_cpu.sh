@@ -30,14 +30,7 @@ model_dir="$(cd "$build/demo-model" && pwd)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# <thread id> <thread name> <utime+stime ticks> for every thread of $1, one per line.
-thread_ticks() {
-  for stat in /proc/"$1"/task/*/stat; do
-    # The name is in parentheses and may hold spaces; fields after it are space-separated.
-    sed -E 's/^([0-9]+) \((.*)\) [A-Za-z] (.*)$/\1|\2|\3/' "$stat" 2>/dev/null |
-      awk -F'|' '{ split($3, f, " "); name = $2; gsub(/ /, "_", name); print $1, name, f[11] + f[12] }'
-  done
-}
+source bench/thread_cpu.sh
 
 runs=()
 for entry in "${servers[@]}"; do
@@ -61,36 +54,21 @@ for entry in "${servers[@]}"; do
     end=$(date +%s.%N)
     thread_ticks "$pid" >"$work/after.txt"
     kill -TERM "$pid" && wait "$pid" || true
-    run=$(python3 - "$work" "$label" "$concurrency" "$start" "$end" "$(getconf CLK_TCK)" <<'EOF'
-import collections, json, sys
-work, label, concurrency, start, end, hz = sys.argv[1:]
+    threads=$(python3 bench/thread_cpu.py "$work/before.txt" "$work/after.txt" \
+      --wall "$(python3 -c "print($end - $start)")" \
+      --calls "$(python3 -c "import json; print(json.load(open('$work/load.json'))['measured']['completed'])")")
+    run=$(python3 - "$work/load.json" "$label" "$concurrency" "$start" "$end" "$threads" <<'EOF'
+import json, sys
+path, label, concurrency, start, end, threads = sys.argv[1:]
 wall = float(end) - float(start)
-def read(name):
-    ticks = {}
-    for line in open(f"{work}/{name}"):
-        tid, thread, value = line.split()
-        ticks[(tid, thread)] = int(value)
-    return ticks
-# Threads born during the run count whole; those that ended during it are not counted.
-before, after = read("before.txt"), read("after.txt")
-per_name = collections.Counter()
-busiest = (0.0, "")
-for key, value in after.items():
-    seconds = (value - before.get(key, 0)) / float(hz)
-    per_name[key[1]] += seconds
-    busiest = max(busiest, (seconds, key[1]))
-load = json.load(open(f"{work}/load.json"))
+load = json.load(open(path))
 calls = load["measured"]["completed"]
-us = lambda seconds: round(seconds * 1e6 / calls, 1) if calls else None
-print(json.dumps({
+print(json.dumps(dict({
     "server": label, "concurrency": int(concurrency), "calls": calls,
     "errors": load["measured"]["errors"],
     "calls_per_s": round(calls / wall, 1),
     "p50_ms": round(load["latency_ms"]["p50"], 3), "p99_ms": round(load["latency_ms"]["p99"], 3),
-    "server_cpu_us_per_call": us(sum(per_name.values())),
-    "cpu_us_per_call_by_thread_name": {n: us(s) for n, s in per_name.most_common() if us(s)},
-    "busiest_thread": busiest[1], "busiest_thread_busy_fraction": round(busiest[0] / wall, 3),
-}))
+}, **json.loads(threads))))
 EOF
     )
     echo "$run"

@@ -68,17 +68,24 @@ fi
 
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
+source bench/thread_cpu.sh
+
 # load <label> <name> <loadtest args...>: one pinned dflash-loadtest run; its report gets the
-# server's CPU time over the run (clock ticks) in $out/<label>-<name>.cpu.
+# server's CPU time over the run (clock ticks) in $out/<label>-<name>.cpu, and per thread
+# (thread_cpu.sh snapshots, the run's wall seconds) in $out/<label>-<name>.threads-*.
 load() {
   local label=$1 name=$2
   shift 2
-  local before after
+  local before after start
   before=$(cpu_ticks "$server_pid")
+  thread_ticks "$server_pid" > "$out/$label-$name.threads-before"
+  start=$(date +%s.%N)
   taskset -c "$load_cores" .carry/bin/dflash-loadtest --workload=loadtest/workloads/mnli_mix.json \
     --corpus=config/demo/corpus.txt --duration="${seconds}s" --warmup=2s --progress=0 \
     --report="$out/$label-$name.json" "$@" 2>&1 | grep -E "^per second|^ok |WARNING" | head -4
   after=$(cpu_ticks "$server_pid")
+  thread_ticks "$server_pid" > "$out/$label-$name.threads-after"
+  python3 -c "print($(date +%s.%N) - $start)" > "$out/$label-$name.threads-wall"
   echo "$before $after $(getconf CLK_TCK)" > "$out/$label-$name.cpu"
 }
 

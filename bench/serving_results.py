@@ -18,6 +18,8 @@ import json
 import os
 import re
 
+import thread_cpu
+
 P99_LIMIT_MS = 50.0
 
 
@@ -36,6 +38,20 @@ def cpu_us_per_call(report_path, report):
     return round((after - before) / ticks_per_s * 1e6 / calls, 1) if calls else None
 
 
+def thread_figures(report_path, report):
+    """Per-thread CPU per call and the busiest thread over the run (thread_cpu.py), if recorded."""
+    prefix = report_path[: -len(".json")] + ".threads-"
+    if not all(os.path.exists(prefix + part) for part in ("before", "after", "wall")):
+        return {}
+    calls = (report["warmup"]["ok"] + report["warmup"]["errors"] + report["measured"]["completed"])
+    wall = float(open(prefix + "wall").read())
+    figures = thread_cpu.summary(thread_cpu.read(prefix + "before"),
+                                 thread_cpu.read(prefix + "after"), wall, calls,
+                                 os.sysconf("SC_CLK_TCK"))
+    figures.pop("server_cpu_us_per_call")  # The process total is cpu_us_per_call's.
+    return figures
+
+
 def row(report_path):
     report = read_json(report_path)
     measured = report["measured"]
@@ -52,6 +68,7 @@ def row(report_path):
         "send_lag_p99_ms": schedule.get("send_lag_p99_ms"),
         "senders": report["config"].get("senders"),
         "server_cpu_us_per_call": cpu_us_per_call(report_path, report),
+        **thread_figures(report_path, report),
     }
 
 

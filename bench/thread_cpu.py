@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""A server's CPU time per thread over one run, from two thread_ticks snapshots (thread_cpu.sh).
+
+Prints JSON: the server's CPU microseconds per call in total and by thread name, the busiest
+single thread and its busy fraction of the run's wall time (near 1.0: a serial section caps the
+rate). Threads born during the run count whole; those that ended during it are not counted.
+
+    python3 bench/thread_cpu.py BEFORE AFTER --wall SECONDS --calls N [--hz TICKS_PER_SECOND]
+"""
+import argparse
+import collections
+import json
+import os
+
+
+def read(path):
+    ticks = {}
+    with open(path) as f:
+        for line in f:
+            tid, thread, value = line.split()
+            ticks[(tid, thread)] = int(value)
+    return ticks
+
+
+def summary(before, after, wall, calls, hz):
+    per_name = collections.Counter()
+    busiest = (0.0, "")
+    for key, value in after.items():
+        seconds = (value - before.get(key, 0)) / float(hz)
+        per_name[key[1]] += seconds
+        busiest = max(busiest, (seconds, key[1]))
+
+    def us(seconds):
+        return round(seconds * 1e6 / calls, 1) if calls else None
+
+    return {
+        "server_cpu_us_per_call": us(sum(per_name.values())),
+        "cpu_us_per_call_by_thread_name": {n: us(s) for n, s in per_name.most_common() if us(s)},
+        "busiest_thread": busiest[1],
+        "busiest_thread_busy_fraction": round(busiest[0] / wall, 3) if wall > 0 else None,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("before")
+    parser.add_argument("after")
+    parser.add_argument("--wall", type=float, required=True)
+    parser.add_argument("--calls", type=int, required=True)
+    parser.add_argument("--hz", type=int, default=os.sysconf("SC_CLK_TCK"))
+    args = parser.parse_args()
+    print(json.dumps(summary(read(args.before), read(args.after), args.wall, args.calls,
+                             args.hz)))
+
+
+if __name__ == "__main__":
+    main()
