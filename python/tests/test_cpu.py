@@ -154,6 +154,15 @@ class PackingTest(unittest.TestCase):
             packing.packed_layout(torch.tensor([[1, 0, 1, 0]]))
 
 
+def fake_packed_inputs():
+    """q [40, 12 x 64], pos [512, 768], a slot table and cu_seqlens of 3 sequences, fp16 on CUDA:
+    call inside a FakeTensorMode (no device needed)."""
+    return (torch.empty(40, 768, device="cuda", dtype=torch.float16),
+            torch.empty(512, 768, device="cuda", dtype=torch.float16),
+            torch.empty(1025, device="cuda", dtype=torch.int32),
+            torch.empty(4, device="cuda", dtype=torch.int32))
+
+
 class FakeImplementationTest(unittest.TestCase):
     def test_padded_shapes(self):
         q = torch.empty(2, 16, 128, device="meta", dtype=torch.bfloat16)
@@ -169,10 +178,7 @@ class FakeImplementationTest(unittest.TestCase):
     def test_packed_shapes_on_fake_cuda(self):
         from torch._subclasses.fake_tensor import FakeTensorMode
         with FakeTensorMode():
-            q = torch.empty(40, 768, device="cuda", dtype=torch.float16)
-            pos = torch.empty(512, 768, device="cuda", dtype=torch.float16)
-            table = torch.empty(1025, device="cuda", dtype=torch.int32)
-            cu = torch.empty(4, device="cuda", dtype=torch.int32)
+            q, pos, table, cu = fake_packed_inputs()
             out, lse = torch.ops.dflash.attention_packed(q, q, q, pos, pos, table, 0, cu, 20, 12,
                                                          0.07, True)
             self.assertEqual((out.shape, out.dtype, out.device.type),
@@ -186,10 +192,7 @@ class EagerEntryOffCudaTest(unittest.TestCase):
     def test_fake_cuda_tensors_take_the_op(self):
         from torch._subclasses.fake_tensor import FakeTensorMode
         with FakeTensorMode():
-            q = torch.empty(40, 768, device="cuda", dtype=torch.float16)
-            pos = torch.empty(512, 768, device="cuda", dtype=torch.float16)
-            table = torch.empty(1025, device="cuda", dtype=torch.int32)
-            cu = torch.empty(4, device="cuda", dtype=torch.int32)
+            q, pos, table, cu = fake_packed_inputs()
             mask = torch.empty(2, 20, device="cuda", dtype=torch.bool)
             out, lse = ops.run_packed(q, q, q, pos, pos, table, 0, cu, 20, 12, 0.07, True)
             self.assertEqual((out.shape, lse.shape), ((40, 768), (12, 40)))

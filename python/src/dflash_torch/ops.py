@@ -241,15 +241,30 @@ def _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, s
     return out, lse
 
 
+def _padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask, num_heads, scale,
+            return_lse):
+    """attention_padded's implementation (the op's, and run_padded's in plain eager use)."""
+    with _on_device(q.device):
+        return _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
+                        return_lse, key_mask=key_mask)
+
+
+def _packed(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens, max_seqlen,
+            num_heads, scale, return_lse):
+    """attention_packed's implementation (the op's, and run_packed's in plain eager use)."""
+    with _on_device(q.device):
+        return _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
+                        return_lse, cu_seqlens=cu_seqlens, max_seqlen=max_seqlen)
+
+
 @torch.library.custom_op(f"{NAMESPACE}::attention_padded", mutates_args=(), device_types="cuda")
 def attention_padded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      pos_key: torch.Tensor | None, pos_query: torch.Tensor | None,
                      slot_table: torch.Tensor | None, positions_id: int, key_mask: torch.Tensor,
                      num_heads: int, scale: float,
                      return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    with _on_device(q.device):
-        return _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
-                        return_lse, key_mask=key_mask)
+    return _padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask, num_heads,
+                   scale, return_lse)
 
 
 @attention_padded.register_fake
@@ -267,9 +282,8 @@ def attention_packed(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                      slot_table: torch.Tensor | None, positions_id: int, cu_seqlens: torch.Tensor,
                      max_seqlen: int, num_heads: int, scale: float,
                      return_lse: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    with _on_device(q.device):
-        return _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
-                        return_lse, cu_seqlens=cu_seqlens, max_seqlen=max_seqlen)
+    return _packed(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens, max_seqlen,
+                   num_heads, scale, return_lse)
 
 
 @attention_packed.register_fake
@@ -312,20 +326,14 @@ def _direct(q: torch.Tensor, *tensors: torch.Tensor | None) -> bool:
 def run_padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask, num_heads, scale,
                return_lse):
     """attention_padded's result: the op, or in plain eager CUDA use its implementation directly."""
-    if _direct(q, k, v, pos_key, pos_query):
-        with _on_device(q.device):
-            return _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads,
-                            scale, return_lse, key_mask=key_mask)
-    return attention_padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask,
-                            num_heads, scale, return_lse)
+    run = _padded if _direct(q, k, v, pos_key, pos_query) else attention_padded
+    return run(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask, num_heads, scale,
+               return_lse)
 
 
 def run_packed(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens, max_seqlen,
                num_heads, scale, return_lse):
     """attention_packed's result: the op, or in plain eager CUDA use its implementation directly."""
-    if _direct(q, k, v, pos_key, pos_query):
-        with _on_device(q.device):
-            return _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads,
-                            scale, return_lse, cu_seqlens=cu_seqlens, max_seqlen=max_seqlen)
-    return attention_packed(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens,
-                            max_seqlen, num_heads, scale, return_lse)
+    run = _packed if _direct(q, k, v, pos_key, pos_query) else attention_packed
+    return run(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens, max_seqlen,
+               num_heads, scale, return_lse)
