@@ -54,21 +54,23 @@ for entry in "${servers[@]}"; do
     end=$(date +%s.%N)
     thread_ticks "$pid" >"$work/after.txt"
     kill -TERM "$pid" && wait "$pid" || true
-    threads=$(python3 bench/thread_cpu.py "$work/before.txt" "$work/after.txt" \
-      --wall "$(python3 -c "print($end - $start)")" \
-      --calls "$(python3 -c "import json; print(json.load(open('$work/load.json'))['measured']['completed'])")")
-    run=$(python3 - "$work/load.json" "$label" "$concurrency" "$start" "$end" "$threads" <<'EOF'
+    run=$(python3 - "$work" "$label" "$concurrency" "$start" "$end" <<'EOF'
 import json, sys
-path, label, concurrency, start, end, threads = sys.argv[1:]
+sys.path.insert(0, "bench")
+import thread_cpu
+work, label, concurrency, start, end = sys.argv[1:]
 wall = float(end) - float(start)
-load = json.load(open(path))
+load = json.load(open(f"{work}/load.json"))
 calls = load["measured"]["completed"]
+threads = thread_cpu.summary(thread_cpu.read(f"{work}/before.txt"),
+                             thread_cpu.read(f"{work}/after.txt"), wall, calls,
+                             thread_cpu.CLOCK_TICKS_PER_SECOND)
 print(json.dumps(dict({
     "server": label, "concurrency": int(concurrency), "calls": calls,
     "errors": load["measured"]["errors"],
     "calls_per_s": round(calls / wall, 1),
     "p50_ms": round(load["latency_ms"]["p50"], 3), "p99_ms": round(load["latency_ms"]["p99"], 3),
-}, **json.loads(threads))))
+}, **threads)))
 EOF
     )
     echo "$run"

@@ -28,13 +28,18 @@ def read_json(path):
         return json.load(f)
 
 
+def calls_in_run(report):
+    """Every call a load run made, its warm-up's included: the server's CPU covers them all."""
+    return report["warmup"]["ok"] + report["warmup"]["errors"] + report["measured"]["completed"]
+
+
 def cpu_us_per_call(report_path, report):
     """The server's CPU time over a run (utime + stime) per call answered in it, warm-up included."""
     cpu_path = report_path[: -len(".json")] + ".cpu"
     if not os.path.exists(cpu_path):
         return None
     before, after, ticks_per_s = (float(v) for v in open(cpu_path).read().split())
-    calls = (report["warmup"]["ok"] + report["warmup"]["errors"] + report["measured"]["completed"])
+    calls = calls_in_run(report)
     return round((after - before) / ticks_per_s * 1e6 / calls, 1) if calls else None
 
 
@@ -43,11 +48,10 @@ def thread_figures(report_path, report):
     prefix = report_path[: -len(".json")] + ".threads-"
     if not all(os.path.exists(prefix + part) for part in ("before", "after", "wall")):
         return {}
-    calls = (report["warmup"]["ok"] + report["warmup"]["errors"] + report["measured"]["completed"])
     wall = float(open(prefix + "wall").read())
     figures = thread_cpu.summary(thread_cpu.read(prefix + "before"),
-                                 thread_cpu.read(prefix + "after"), wall, calls,
-                                 os.sysconf("SC_CLK_TCK"))
+                                 thread_cpu.read(prefix + "after"), wall, calls_in_run(report),
+                                 thread_cpu.CLOCK_TICKS_PER_SECOND)
     figures.pop("server_cpu_us_per_call")  # The process total is cpu_us_per_call's.
     return figures
 

@@ -1,16 +1,12 @@
-#!/usr/bin/env python3
-"""A server's CPU time per thread over one run, from two thread_ticks snapshots (thread_cpu.sh).
-
-Prints JSON: the server's CPU microseconds per call in total and by thread name, the busiest
-single thread and its busy fraction of the run's wall time (near 1.0: a serial section caps the
-rate). Threads born during the run count whole; those that ended during it are not counted.
-
-    python3 bench/thread_cpu.py BEFORE AFTER --wall SECONDS --calls N [--hz TICKS_PER_SECOND]
-"""
-import argparse
+"""A server's CPU time per thread over one run, from two thread_ticks snapshots (thread_cpu.sh),
+for host_path_cpu.sh and serving_results.py: the server's CPU microseconds per call in total and
+by thread name, the busiest single thread and its busy fraction of the run's wall time (near 1.0:
+a serial section caps the rate). Threads born during the run count whole; those that ended during
+it are not counted."""
 import collections
-import json
 import os
+
+CLOCK_TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 
 
 def read(path):
@@ -39,19 +35,3 @@ def summary(before, after, wall, calls, hz):
         "busiest_thread": busiest[1],
         "busiest_thread_busy_fraction": round(busiest[0] / wall, 3) if wall > 0 else None,
     }
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("before")
-    parser.add_argument("after")
-    parser.add_argument("--wall", type=float, required=True)
-    parser.add_argument("--calls", type=int, required=True)
-    parser.add_argument("--hz", type=int, default=os.sysconf("SC_CLK_TCK"))
-    args = parser.parse_args()
-    print(json.dumps(summary(read(args.before), read(args.after), args.wall, args.calls,
-                             args.hz)))
-
-
-if __name__ == "__main__":
-    main()

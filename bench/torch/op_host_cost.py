@@ -20,7 +20,6 @@ around it, no synchronisation; the GPU keeps up at these shapes). Prints a table
     python3 bench/torch/op_host_cost.py --out /tmp/out/op_host_cost.json
 """
 import argparse
-import ctypes
 import json
 import statistics
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import torch
 
+from capi_forward import capi_forward
 from dflash_torch import _native, ops
 from dflash_torch.relative_positions import PositionSettings, build_slot_table
 
@@ -82,25 +82,8 @@ def main():
         ops._forward(q, k, v, pos_key, pos_query, slot_table, positions_id, heads, scale, False,
                      key_mask=key_mask)
 
-    native = _native.Args()
-    native.struct_size = ctypes.sizeof(_native.Args)
-    native.device = torch.cuda.current_device()
-    native.dtype, native.num_heads, native.head_dim = _native.BFLOAT16, heads, head_dim
-    native.q, native.k, native.v = q.data_ptr(), k.data_ptr(), v.data_ptr()
-    native.q_row_stride = native.k_row_stride = native.v_row_stride = 3 * width
-    out = torch.empty(batch, length, width, dtype=torch.bfloat16, device="cuda")
-    native.out, native.out_row_stride = out.data_ptr(), width
-    native.pos_key, native.pos_query = pos_key.data_ptr(), pos_query.data_ptr()
-    native.key_padding_mask = key_mask.data_ptr()
-    native.num_sequences, native.padded_length, native.scale = batch, length, scale
-    native.positions_id = library.register_positions(table.table, table.band, table.span)
-    native.slot_table = slot_table.data_ptr()
-    workspace_bytes = library.workspace_bytes(native)
-    workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device="cuda")
-    stream = torch.cuda.current_stream().cuda_stream
-
-    def capi():
-        library.forward(native, workspace.data_ptr(), workspace_bytes, stream)
+    capi = capi_forward(library, q, k, v, pos_key, pos_query, table, slot_table, heads, head_dim,
+                        scale, key_mask=key_mask)
 
     def device_context():
         with torch.cuda.device(q.device):
@@ -114,7 +97,7 @@ def main():
         "torch_empty_cuda": lambda: torch.empty(q.shape, dtype=q.dtype, device=q.device),
         "current_stream": lambda: torch.cuda.current_stream(q.device).cuda_stream,
         "cuda_device_context": device_context,
-        "workspace_bytes": lambda: library.workspace_bytes(native),
+        "workspace_bytes": lambda: library.workspace_bytes(capi.args),
     }
     results = {}
     with torch.inference_mode():

@@ -27,7 +27,6 @@
         --out /tmp/out/speed.json [--skip-e2e] [--skip-compile] [--skip-op]
 """
 import argparse
-import ctypes
 import json
 import os
 import statistics
@@ -41,6 +40,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 
 import engine_common as common  # noqa: E402
+from capi_forward import capi_forward  # noqa: E402
 import model_variants  # noqa: E402
 from dflash_torch import _native, ops  # noqa: E402
 from dflash_torch.relative_positions import PositionSettings, build_slot_table  # noqa: E402
@@ -191,24 +191,8 @@ def attention_op_rows(lengths, repeats, tokens=16384, heads=12, head_dim=64):
                                  heads, scale, False)
 
         # The same forward through the C interface alone (arguments built once, no op dispatch).
-        args = _native.Args()
-        args.struct_size = ctypes.sizeof(_native.Args)
-        args.dtype, args.num_heads, args.head_dim = _native.BFLOAT16, heads, head_dim
-        args.q, args.k, args.v = q.data_ptr(), k.data_ptr(), v.data_ptr()
-        args.q_row_stride = args.k_row_stride = args.v_row_stride = 3 * width
-        out = torch.empty(total, width, dtype=torch.bfloat16, device="cuda")
-        args.out, args.out_row_stride = out.data_ptr(), width
-        args.pos_key, args.pos_query = pos_key.data_ptr(), pos_query.data_ptr()
-        args.cu_seqlens, args.num_sequences = cu.data_ptr(), batch
-        args.max_seqlen, args.total_tokens, args.scale = length, total, scale
-        args.positions_id = library.register_positions(table.table, table.band, table.span)
-        args.slot_table = slot_table.data_ptr()
-        workspace_bytes = library.workspace_bytes(args)
-        workspace = torch.empty(max(workspace_bytes, 1), dtype=torch.uint8, device="cuda")
-        stream = torch.cuda.current_stream().cuda_stream
-
-        def run_capi():
-            library.forward(args, workspace.data_ptr(), workspace_bytes, stream)
+        run_capi = capi_forward(library, q, k, v, pos_key, pos_query, table, slot_table, heads,
+                                head_dim, scale, cu_seqlens=cu, max_seqlen=length)
         host = []
         for _ in range(5):
             start = time.perf_counter()
