@@ -70,13 +70,20 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 source bench/thread_cpu.sh
 
+# The batch counters of the server's metrics: batches, tokens and the time of each stage.
+batch_metrics() {
+  curl -s 127.0.0.1:9574/metrics | grep -E "^dflash_batch_(stage_seconds|tokens)_(sum|count)"
+}
+
 # load <label> <name> <loadtest args...>: one pinned dflash-loadtest run; its report gets the
-# server's CPU time over the run (clock ticks) in $out/<label>-<name>.cpu, and per thread
-# (thread_cpu.sh snapshots, the run's wall seconds) in $out/<label>-<name>.threads-*.
+# server's CPU time over the run (clock ticks) in $out/<label>-<name>.cpu, per thread
+# (thread_cpu.sh snapshots, the run's wall seconds) in $out/<label>-<name>.threads-*, and the
+# batch counters before and after in $out/<label>-<name>.metrics-*.
 load() {
   local label=$1 name=$2
   shift 2
   local before after start
+  batch_metrics > "$out/$label-$name.metrics-before"
   before=$(cpu_ticks "$server_pid")
   thread_ticks "$server_pid" > "$out/$label-$name.threads-before"
   start=$(date +%s.%N)
@@ -86,6 +93,7 @@ load() {
   after=$(cpu_ticks "$server_pid")
   thread_ticks "$server_pid" > "$out/$label-$name.threads-after"
   python3 -c "print($(date +%s.%N) - $start)" > "$out/$label-$name.threads-wall"
+  batch_metrics > "$out/$label-$name.metrics-after"
   echo "$before $after $(getconf CLK_TCK)" > "$out/$label-$name.cpu"
 }
 

@@ -56,6 +56,48 @@ def thread_figures(report_path, report):
     return figures
 
 
+def read_batch_metrics(path):
+    """{(name, stage or None): value} of the dflash_batch_* lines serving_on_gpu.sh saved."""
+    values = {}
+    for line in open(path):
+        match = re.match(r'(\w+)\{([^}]*)\}\s+(\S+)', line)
+        if not match:
+            continue
+        stage = re.search(r'stage="(\w+)"', match.group(2))
+        values[(match.group(1), stage.group(1) if stage else None)] = float(match.group(3))
+    return values
+
+
+def batch_figures(report_path):
+    """The engine's batches over a run, from the server's counters before and after it: their
+    count and mean tokens, the share of the run's wall time the engine ran (`run`) and the GPU was
+    busy (`device`, CUDA engines), and the host's part of each run (run - device) per batch."""
+    prefix = report_path[: -len(".json")]
+    paths = [prefix + ".metrics-before", prefix + ".metrics-after", prefix + ".threads-wall"]
+    if not all(os.path.exists(p) for p in paths):
+        return {}
+    before, after = read_batch_metrics(paths[0]), read_batch_metrics(paths[1])
+    wall = float(open(paths[2]).read())
+
+    def delta(name, stage=None):
+        return after.get((name, stage), 0.0) - before.get((name, stage), 0.0)
+
+    batches = delta("dflash_batch_tokens_count")
+    if batches <= 0 or wall <= 0:
+        return {}
+    run = delta("dflash_batch_stage_seconds_sum", "run")
+    device = delta("dflash_batch_stage_seconds_sum", "device")
+    figures = {
+        "batches_per_s": round(batches / wall, 1),
+        "mean_batch_tokens": round(delta("dflash_batch_tokens_sum") / batches),
+        "engine_run_busy_fraction": round(run / wall, 3),
+    }
+    if delta("dflash_batch_stage_seconds_count", "device") > 0:
+        figures["gpu_busy_fraction"] = round(device / wall, 3)
+        figures["host_us_per_batch_in_run"] = round((run - device) / batches * 1e6, 1)
+    return figures
+
+
 def row(report_path):
     report = read_json(report_path)
     measured = report["measured"]
@@ -73,6 +115,7 @@ def row(report_path):
         "senders": report["config"].get("senders"),
         "server_cpu_us_per_call": cpu_us_per_call(report_path, report),
         **thread_figures(report_path, report),
+        **batch_figures(report_path),
     }
 
 

@@ -52,6 +52,9 @@ struct BatchOutput {
   std::vector<float> token_logits;     // [total_tokens, num_labels]
   std::vector<float> embeddings;       // [num_sequences, hidden_size]
   std::vector<float> hidden_states;    // [total_tokens, hidden_size]
+  // The device's span of the run, from its first command to its last (CUDA events), when the
+  // engine measures one; negative otherwise. Run's wall time minus this is the host's share.
+  double device_seconds = -1;
 };
 
 // The rules one sequence meets for `config`, whatever batch it joins: it is not empty; its type

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # float32 on the GPU (docs/gpu.md): strict float32 (no TF32) of the CUDA engine against
 # transformers float32 eager with TF32 off, on a random deberta-v3-large-shaped model: one
-# sequence each of 128 ... 16384 tokens, both timed alone, and the relative L2 error of our logits
-# against transformers'; then the server's start-up (seconds from launch to health SERVING, and
-# from the uploaded weights to ready) for float16 and float32 at max_input_length 1024 / 16384 /
-# 32768. Writes $OUT/<gpu>-fp32.json (<gpu>: h200, h100 or gpu after the GPU's name;
+# sequence each of 128 ... 16384 tokens (and the odd lengths 4097 and 10000), both timed alone, and
+# the relative L2 error of our logits against transformers'; then the server's start-up (seconds
+# from launch to health SERVING, and from the uploaded weights to ready) for float16, bfloat16 and
+# float32 at max_input_length 1024 / 16384 / 32768. Environment: LENGTHS (comma-separated) and
+# STARTUP_DTYPES (space-separated) narrow a run to some rows. Writes $OUT/<gpu>-fp32.json (<gpu>: h200, h100 or gpu after the GPU's name;
 # bench/results/<gpu>-fp32.json once committed) and the logs.
 #
 # Build and pack on the build machine, then copy .carrypack/ beside a checkout on the GPU host:
@@ -15,7 +16,7 @@
 # Usage (on the GPU host): bash bench/engine/fp32_on_gpu.sh [--skip-tests] [--skip-startup]
 # About 6 minutes on an H200 (tests 2, comparison 2, start-ups 2).
 set -uo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,16p "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,17p "$0"; exit 0; fi
 skip_tests=0; skip_startup=0
 for arg in "$@"; do
   case "$arg" in
@@ -32,7 +33,7 @@ work=/tmp/dfp32
 mkdir -p "$out" "$work"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
-lengths=128,256,512,1024,2048,4096,8192,16384
+lengths=${LENGTHS:-128,256,512,1024,2048,4096,4097,8192,10000,16384}
 
 if (( ! skip_tests )); then
   echo "== float32 attention tests"
@@ -121,7 +122,7 @@ YAML
 rm -f "$work/startup.jsonl"
 if (( ! skip_startup )); then
   echo "== server start-up"
-  for dtype in float16 float32; do
+  for dtype in ${STARTUP_DTYPES:-float16 bfloat16 float32}; do
     for max_length in 1024 16384 32768; do startup "$dtype" "$max_length"; done
   done
 fi

@@ -241,6 +241,7 @@ absl::StatusOr<std::unique_ptr<CudaEngine>> CudaEngine::Create(Checkpoint checkp
   tuning::AttentionTunerOptions tuning = options.tuning;
   tuning.device = options.device;
   DFLASH_ASSIGN_OR_RETURN(engine->tuner_, tuning::AttentionTuner::Create(tuning));
+  DFLASH_ASSIGN_OR_RETURN(engine->span_, RunSpan::Create());
   DFLASH_ASSIGN_OR_RETURN(
       engine->linear_,
       LinearLayers::Create(
@@ -452,17 +453,23 @@ BatchOutput CudaEngine::Unpack(const PackedBatch& batch, const RunShape& ran,
 
 absl::StatusOr<BatchOutput> CudaEngine::RunOnDevice(const PackedBatch& batch,
                                                     const RunOptions& options) {
-  if (timer_ == nullptr && batch.total_tokens() <= options_.graph_max_tokens) {
-    return RunGraph(batch, options);
-  }
-  return RunDirect(batch, options);
+  absl::StatusOr<BatchOutput> output =
+      timer_ == nullptr && batch.total_tokens() <= options_.graph_max_tokens
+          ? RunGraph(batch, options)
+          : RunDirect(batch, options);
+  // After a failure the stream may not have reached the span's end: it is left unread (the next
+  // run records both events anew).
+  if (output.ok()) output->device_seconds = span_->TakeSeconds();
+  return output;
 }
 
 absl::StatusOr<BatchOutput> CudaEngine::RunDirect(const PackedBatch& batch,
                                                   const RunOptions& options) {
   const RunShape shape = ShapeOf(batch);
   const StagedInputs in = StageInputs(batch, shape, /*graph=*/false);
+  span_->Begin(stream_);
   DFLASH_RETURN_IF_ERROR(Enqueue(shape, options, in));
+  span_->End(stream_);
   if (timer_ != nullptr) {
     DFLASH_RETURN_IF_ERROR(timer_->Collect(stream_));
   }
@@ -493,7 +500,9 @@ absl::StatusOr<BatchOutput> CudaEngine::RunGraph(const PackedBatch& batch,
     // Choosing kernels (attention autotuning, timed GEMM algorithms) synchronises the stream,
     // which capture forbids: one direct run of the bucket chooses them first. Its results are
     // this batch's (capture runs nothing), so the new graph first runs for the next batch.
+    span_->Begin(stream_);
     DFLASH_RETURN_IF_ERROR(Enqueue(padded, options, in));
+    span_->End(stream_);
     DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "running the batch");
     DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
                                 "cudaStreamBeginCapture");
@@ -509,7 +518,9 @@ absl::StatusOr<BatchOutput> CudaEngine::RunGraph(const PackedBatch& batch,
     graphs_.emplace(key, CudaGraph(exec));
     return Unpack(batch, padded, options);
   }
+  span_->Begin(stream_);
   DFLASH_RETURN_IF_CUDA_ERROR(cudaGraphLaunch(found->second.get(), stream_), "cudaGraphLaunch");
+  span_->End(stream_);
   DFLASH_RETURN_IF_CUDA_ERROR(cudaStreamSynchronize(stream_), "running the batch");
   return Unpack(batch, padded, options);
 }

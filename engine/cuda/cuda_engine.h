@@ -25,6 +25,7 @@
 #include "engine/cuda/device_memory.h"
 #include "engine/cuda/device_model.h"
 #include "engine/cuda/linear_layer.h"
+#include "engine/cuda/run_span.h"
 #include "engine/cuda/stage_timer.h"
 #include "engine/cuda/staged_batch.h"
 #include "engine/engine.h"
@@ -192,6 +193,7 @@ class CudaEngine final : public Engine {
   kernels::Activation conv_act_ = kernels::Activation::kGeluErf;
   std::string device_name_;
   StageTimer* timer_ = nullptr;
+  std::unique_ptr<RunSpan> span_;  // BatchOutput::device_seconds.
   absl::flat_hash_map<GraphKey, CudaGraph> graphs_;
   absl::Status health_;
 };

@@ -119,15 +119,24 @@ double Median(std::vector<double> values) {
   return values[values.size() / 2];
 }
 
-// Seconds for one pass over `batches` (every batch's logits copied back).
-absl::StatusOr<double> TimePass(CudaEngine& engine, const std::vector<PackedBatch>& batches) {
+// One pass over a set of batches: wall seconds, and the sum of the batches' device spans.
+struct Pass {
+  double seconds = 0;
+  double device_seconds = 0;
+};
+
+// One pass over `batches` (every batch's logits copied back).
+absl::StatusOr<Pass> TimePass(CudaEngine& engine, const std::vector<PackedBatch>& batches) {
   dflash::RunOptions options;
+  Pass pass;
   const auto start = Clock::now();
   for (const PackedBatch& batch : batches) {
     absl::StatusOr<dflash::BatchOutput> output = engine.Run(batch, options);
     if (!output.ok()) return output.status();
+    pass.device_seconds += std::max(output->device_seconds, 0.0);
   }
-  return std::chrono::duration<double>(Clock::now() - start).count();
+  pass.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return pass;
 }
 
 size_t UsedDeviceBytes() {
@@ -317,19 +326,22 @@ int main(int argc, char** argv) {
     for (int tokens : {budget, 65536}) {
       if (!absl::GetFlag(FLAGS_mnli)) break;
       const std::vector<PackedBatch> batches = Pack(*pairs, 0, pairs->size(), tokens);
-      if (absl::StatusOr<double> warm = TimePass(**engine, batches); !warm.ok()) {
+      if (absl::StatusOr<Pass> warm = TimePass(**engine, batches); !warm.ok()) {
         return Fail(warm.status());
       }
       std::vector<double> seconds;
+      std::vector<double> busy;  // The device's share of each pass.
       for (int r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
-        absl::StatusOr<double> pass = TimePass(**engine, batches);
+        absl::StatusOr<Pass> pass = TimePass(**engine, batches);
         if (!pass.ok()) return Fail(pass.status());
-        seconds.push_back(*pass);
+        seconds.push_back(pass->seconds);
+        busy.push_back(pass->device_seconds / pass->seconds);
       }
       const double median = Median(seconds);
       std::cerr << "MNLI-like set, " << batches.size() << " batches of <= " << tokens
-                << " tokens: " << median << " s\n";
+                << " tokens: " << median << " s, device busy " << 100 * Median(busy) << "% of it\n";
       result["tokens_per_s"][std::to_string(tokens)] = static_cast<double>(total_tokens) / median;
+      result["device_busy_fraction"][std::to_string(tokens)] = Median(busy);
       if (tokens == budget) {
         result["mnli_like"] = {{"pairs", pairs->size()},
                                {"tokens", total_tokens},
@@ -341,7 +353,7 @@ int main(int argc, char** argv) {
             dflash::cuda::StageTimer::Create(4096);
         if (!timer.ok()) return Fail(timer.status());
         (*engine)->set_stage_timer(timer->get());
-        if (absl::StatusOr<double> pass = TimePass(**engine, batches); !pass.ok()) {
+        if (absl::StatusOr<Pass> pass = TimePass(**engine, batches); !pass.ok()) {
           return Fail(pass.status());
         }
         (*engine)->set_stage_timer(nullptr);

@@ -187,6 +187,7 @@ class BatchScheduler::Impl {
     absl::Time start;
     absl::Time end;
     absl::Duration pack_time;
+    std::optional<absl::Duration> device_time;
     std::atomic<int> tasks_left{0};
   };
 
@@ -216,7 +217,8 @@ class BatchScheduler::Impl {
   // Blocks while `worker` is kMaxBatchesInDelivery batches ahead of its answers; then counts one
   // more.
   void AwaitDeliverySlot(Worker& worker);
-  void DeliveryDone(Worker& worker, absl::Duration pack, absl::Duration run, absl::Time run_end);
+  void DeliveryDone(Worker& worker, absl::Duration pack, absl::Duration run,
+                    std::optional<absl::Duration> device, absl::Time run_end);
   // Answers `finished` on a host thread.
   void AnswerOnHost(std::vector<std::shared_ptr<PendingRequest>> finished);
   // After an engine reported itself unhealthy: true when the worker may stop (another engine
@@ -731,7 +733,7 @@ void BatchScheduler::Impl::RunBatch(Worker& worker, PreparedBatch prepared) {
                         Answer(*pending);
                         pending.reset();
                       }
-                      DeliveryDone(worker, pack, run, end);
+                      DeliveryDone(worker, pack, run, std::nullopt, end);
                     });
     return;
   }
@@ -742,6 +744,9 @@ void BatchScheduler::Impl::RunBatch(Worker& worker, PreparedBatch prepared) {
   delivery->start = start;
   delivery->end = end;
   delivery->pack_time = prepared.pack_time;
+  if (delivery->output.device_seconds >= 0) {
+    delivery->device_time = absl::Seconds(delivery->output.device_seconds);
+  }
   Deliver(std::move(delivery));
 }
 
@@ -776,7 +781,8 @@ void BatchScheduler::Impl::DeliverParts(Delivery& delivery, size_t begin, size_t
     pending.reset();
   }
   if (delivery.tasks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    DeliveryDone(*delivery.worker, delivery.pack_time, delivery.end - delivery.start, delivery.end);
+    DeliveryDone(*delivery.worker, delivery.pack_time, delivery.end - delivery.start,
+                 delivery.device_time, delivery.end);
   }
 }
 
@@ -788,8 +794,8 @@ void BatchScheduler::Impl::AwaitDeliverySlot(Worker& worker) {
 }
 
 void BatchScheduler::Impl::DeliveryDone(Worker& worker, absl::Duration pack, absl::Duration run,
-                                        absl::Time run_end) {
-  if (observer_ != nullptr) observer_->OnBatchStages(pack, run, absl::Now() - run_end);
+                                        std::optional<absl::Duration> device, absl::Time run_end) {
+  if (observer_ != nullptr) observer_->OnBatchStages(pack, run, device, absl::Now() - run_end);
   {
     std::lock_guard<std::mutex> lock(worker.delivery_mutex);
     --worker.batches_in_delivery;

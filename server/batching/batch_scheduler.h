@@ -54,6 +54,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -117,10 +118,13 @@ class BatchObserver {
   // it could no longer be answered before its deadline).
   virtual void OnDropped(absl::StatusCode code) = 0;
   // After the last request of a batch was answered: its host and engine times. `pack`: cutting it
-  // out of the queue and packing its tokens; `run`: the engine's Run; `deliver`: from the end of
-  // Run to the last `done` of the batch returning (scattering, bookkeeping, callbacks, and any wait
-  // for a host thread). While `pack` and `deliver` stay within `run`, they hide behind the engine.
-  virtual void OnBatchStages(absl::Duration pack, absl::Duration run, absl::Duration deliver) = 0;
+  // out of the queue and packing its tokens; `run`: the engine's Run; `device`: the device's span
+  // within `run` where the engine measures it (BatchOutput::device_seconds), so `run - device` is
+  // the host's part of the run; `deliver`: from the end of Run to the last `done` of the batch
+  // returning (scattering, bookkeeping, callbacks, and any wait for a host thread). While `pack`
+  // and `deliver` stay within `run`, they hide behind the engine.
+  virtual void OnBatchStages(absl::Duration pack, absl::Duration run,
+                             std::optional<absl::Duration> device, absl::Duration deliver) = 0;
 };
 
 struct BatchSchedulerOptions {

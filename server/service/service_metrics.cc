@@ -1,5 +1,6 @@
 #include "server/service/service_metrics.h"
 
+#include <optional>
 #include <vector>
 
 #include "common/status_macros.h"
@@ -65,9 +66,11 @@ class ServiceMetrics::Observer final : public BatchObserver {
   void OnDropped(absl::StatusCode code) override {
     if (auto* m = Get(metrics_->dropped_, {model_, StatusCodeName(code)})) (void)m->Increment();
   }
-  void OnBatchStages(absl::Duration pack, absl::Duration run, absl::Duration deliver) override {
+  void OnBatchStages(absl::Duration pack, absl::Duration run, std::optional<absl::Duration> device,
+                     absl::Duration deliver) override {
     if (pack_ != nullptr) pack_->Observe(Seconds(pack));
     if (run_ != nullptr) run_->Observe(Seconds(run));
+    if (device_ != nullptr && device.has_value()) device_->Observe(Seconds(*device));
     if (deliver_ != nullptr) deliver_->Observe(Seconds(deliver));
   }
 
@@ -85,6 +88,7 @@ class ServiceMetrics::Observer final : public BatchObserver {
   metrics::Gauge* queue_tokens_ = Get(metrics_->queue_tokens_, {model_});
   metrics::Histogram* pack_ = Get(metrics_->batch_stage_, {model_, "pack"});
   metrics::Histogram* run_ = Get(metrics_->batch_stage_, {model_, "run"});
+  metrics::Histogram* device_ = Get(metrics_->batch_stage_, {model_, "device"});
   metrics::Histogram* deliver_ = Get(metrics_->batch_stage_, {model_, "deliver"});
 };
 
@@ -129,8 +133,9 @@ absl::StatusOr<std::unique_ptr<ServiceMetrics>> ServiceMetrics::Create(metrics::
       registry.AddHistogramFamily(
           "dflash_batch_stage_seconds",
           "Stages of one packed batch: pack (cut from the queue and packed), run (the engine's "
-          "Run) and deliver (from the end of Run until its last request was answered). Pack and "
-          "deliver overlap the engine's next run.",
+          "Run), device (the GPU's span within run, CUDA engines only: run minus device is the "
+          "host's part) and deliver (from the end of Run until its last request was answered). "
+          "Pack and deliver overlap the engine's next run.",
           Labels{"model", "stage"}, StageBuckets()));
   DFLASH_ASSIGN_OR_RETURN(
       m->batch_sequences_,

@@ -200,6 +200,8 @@ TEST_F(MetricsTest, CountersMatchTheCallsMade) {
     EXPECT_LE(staged, batches) << stage;
     EXPECT_GE(staged, batches - 1) << stage;
   }
+  // The CPU engine measures no device span: its stage stays empty.
+  EXPECT_EQ(value("dflash_batch_stage_seconds_count", {{"model", "demo"}, {"stage", "device"}}), 0);
   EXPECT_GE(value("dflash_batches_total", {{"model", "embed"}}), 1);
 
   // Stages of the 7 inference requests answered by the demo model.

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "engine/cpu/cpu_engine.h"
 #include "engine/model/checkpoint.h"
 #include "gtest/gtest.h"
@@ -335,10 +337,19 @@ TEST(CudaEngineTest, GraphsMatchDirectRunsAcrossABucket) {
                                                                          {10, 10, 10, 10, 23},
                                                                          {20, 20, 24}}) {
       const PackedBatch batch = RandomBatch(lengths, config.vocab_size, 17, true);
+      const absl::Time start = absl::Now();
       absl::StatusOr<BatchOutput> a = (*graphed)->Run(batch, run);
+      const absl::Duration graphed_wall = absl::Now() - start;
       absl::StatusOr<BatchOutput> b = (*direct)->Run(batch, run);
+      const absl::Duration direct_wall = absl::Now() - start - graphed_wall;
       ASSERT_TRUE(a.ok()) << a.status();
       ASSERT_TRUE(b.ok()) << b.status();
+      // Both paths (a graph's first run is direct, later ones launch the graph) measure the
+      // device's span, and it lies within Run.
+      EXPECT_GT(a->device_seconds, 0);
+      EXPECT_LE(a->device_seconds, absl::ToDoubleSeconds(graphed_wall));
+      EXPECT_GT(b->device_seconds, 0);
+      EXPECT_LE(b->device_seconds, absl::ToDoubleSeconds(direct_wall));
       ASSERT_EQ(a->hidden_states.size(), b->hidden_states.size());
       ASSERT_EQ(a->sequence_logits.size(), b->sequence_logits.size());
       ASSERT_EQ(a->embeddings.size(), b->embeddings.size());

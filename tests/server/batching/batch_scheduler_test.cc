@@ -158,6 +158,7 @@ struct FakeEngineOptions {
   bool short_logits = false;  // Returns one logit too few: a malformed output.
   // An injected failure also breaks the engine for good: Health() turns UNAVAILABLE.
   bool failure_is_fatal = false;
+  double device_seconds = -1;  // BatchOutput::device_seconds of every successful batch.
 };
 
 class FakeEngine : public Engine {
@@ -214,6 +215,7 @@ class FakeEngine : public Engine {
     if (options_.short_logits && !output.sequence_logits.empty()) {
       output.sequence_logits.pop_back();
     }
+    output.device_seconds = options_.device_seconds;
     return output;
   }
 
@@ -328,11 +330,13 @@ class RecordingObserver : public BatchObserver {
     std::lock_guard<std::mutex> lock(mutex_);
     dropped_.push_back(code);
   }
-  void OnBatchStages(absl::Duration pack, absl::Duration run, absl::Duration deliver) override {
+  void OnBatchStages(absl::Duration pack, absl::Duration run, std::optional<absl::Duration> device,
+                     absl::Duration deliver) override {
     std::lock_guard<std::mutex> lock(mutex_);
     EXPECT_GE(pack, absl::ZeroDuration());
     EXPECT_GE(run, absl::ZeroDuration());
     EXPECT_GE(deliver, absl::ZeroDuration());
+    device_times_.push_back(device);
     ++staged_batches_;
   }
 
@@ -360,6 +364,10 @@ class RecordingObserver : public BatchObserver {
     std::lock_guard<std::mutex> lock(mutex_);
     return staged_batches_;
   }
+  std::vector<std::optional<absl::Duration>> device_times() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return device_times_;
+  }
 
  private:
   mutable std::mutex mutex_;
@@ -369,6 +377,7 @@ class RecordingObserver : public BatchObserver {
   int depth_reports_ = 0;
   std::vector<absl::StatusCode> dropped_;
   int staged_batches_ = 0;
+  std::vector<std::optional<absl::Duration>> device_times_;
   std::condition_variable depth_changed_;
 };
 
@@ -1443,6 +1452,25 @@ TEST(BatchSchedulerTest, ObserverSeesBatchesAndQueueDepth) {
   EXPECT_EQ(observed[1].code, absl::StatusCode::kOk);
   EXPECT_TRUE(observer->dropped().empty());
   EXPECT_EQ(observer->staged_batches(), 2);  // Reported once each batch was answered.
+  // The fake engine measures no device time.
+  EXPECT_EQ(observer->device_times(),
+            (std::vector<std::optional<absl::Duration>>{std::nullopt, std::nullopt}));
+}
+
+// An engine that measures its device span (BatchOutput::device_seconds) has it reported as a
+// stage of the batch, beside the run it is part of; a failed batch has none.
+TEST(BatchSchedulerTest, ObserverSeesTheEnginesDeviceTime) {
+  auto observer = std::make_shared<RecordingObserver>();
+  Harness harness(Budget(64, 8), 1, /*gated=*/false, observer,
+                  FakeEngineOptions{.device_seconds = 0.0025});
+  ASSERT_TRUE(harness.Submit(1, MakeRequest({TaggedSequence(11, 3)})).ok());
+  ASSERT_TRUE(harness.answers().WaitForCalls(1));
+  ASSERT_TRUE(harness.Submit(2, MakeRequest({PoisonedSequence(21, 3)})).ok());
+  harness.scheduler().Shutdown();
+  harness.ExpectCorrectAnswer(1);
+  EXPECT_EQ(harness.answers().result(2).status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(observer->device_times(),
+            (std::vector<std::optional<absl::Duration>>{absl::Microseconds(2500), std::nullopt}));
 }
 
 // The pipeline: when the engine starts a batch and a full batch is queued, the next batch is cut
