@@ -456,6 +456,14 @@ std::string TypeDimPositionsName(
   return name;
 }
 
+// "d64_c2p_p2c": the test name of a (head dim, position terms) parameter of a float32 suite.
+std::string DimPositionsName(const testing::TestParamInfo<std::tuple<int, Positions>>& param) {
+  std::string name =
+      "d" + std::to_string(std::get<0>(param.param)) + "_" + Name(std::get<1>(param.param));
+  std::replace(name.begin(), name.end(), '+', '_');
+  return name;
+}
+
 class AttentionAccuracyTest : public testing::TestWithParam<std::tuple<DataType, int, Positions>> {
 };
 
@@ -805,12 +813,7 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, Tf32Test,
                          testing::Combine(testing::Values(32, 64, 128),
                                           testing::Values(Positions::kC2P, Positions::kP2C,
                                                           Positions::kBoth, Positions::kNone)),
-                         [](const testing::TestParamInfo<std::tuple<int, Positions>>& param) {
-                           std::string name = "d" + std::to_string(std::get<0>(param.param)) + "_" +
-                                              Name(std::get<1>(param.param));
-                           std::replace(name.begin(), name.end(), '+', '_');
-                           return name;
-                         });
+                         DimPositionsName);
 
 // Long sequences (saturated tiles, 32768 tokens) on the TF32 kernel against the strict float32
 // kernel on the same inputs; its workspace holds float32 tables.
@@ -869,12 +872,7 @@ INSTANTIATE_TEST_SUITE_P(HeadDims, Float32TilesTest,
                          testing::Combine(testing::Values(32, 64, 128),
                                           testing::Values(Positions::kC2P, Positions::kP2C,
                                                           Positions::kBoth, Positions::kNone)),
-                         [](const testing::TestParamInfo<std::tuple<int, Positions>>& param) {
-                           std::string name = "d" + std::to_string(std::get<0>(param.param)) + "_" +
-                                              Name(std::get<1>(param.param));
-                           std::replace(name.begin(), name.end(), '+', '_');
-                           return name;
-                         });
+                         DimPositionsName);
 
 // Long sequences (saturated tiles) on the strict float32 tiles against the SIMT float32 kernel on
 // the same inputs (Q / K / V misaligned by one float for it), and at 4097 tokens against float64
