@@ -13,8 +13,9 @@
 #   sections: install tests hub parity decisions speed results   (default: all, in this order)
 #   QUICK=1 shortens everything (smoke run: 256 pairs, one parity shape, few repeats)
 #   INSTALL=wheel installs the carried prebuilt wheel even where the host could build from source
+#   SPEED_ARGS: more speed.py arguments, e.g. "--skip-e2e --skip-compile" for the op rows alone
 set -uo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,17p "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,18p "$0"; exit 0; fi
 sections=("$@")
 (( ${#sections[@]} )) || sections=(install tests hub parity decisions speed results)
 root=$(pwd)
@@ -137,7 +138,8 @@ section_speed() {
   fi
   echo "== speed (e2e, compile, attention op)"
   python3 bench/torch/speed.py --model "$work/models/v3-base" --pairs "$work/mnli_like.jsonl" \
-    --repeats "$repeats" --op-repeats "$op_repeats" --out "$results/speed.json" 2>&1 | \
+    --repeats "$repeats" --op-repeats "$op_repeats" --out "$results/speed.json" \
+    ${SPEED_ARGS:-} 2>&1 | \
     tee "$results/speed.log" | grep -v "^\s" | tail -40
 }
 

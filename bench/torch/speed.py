@@ -144,8 +144,12 @@ def compile_row(model, sequences, mode, repeats, errors):
 
 
 class ColdTimer:
-    """CUDA events around each call, after a write of 4x the L2 (>= 256 MiB) that hides the
-    call's host enqueue (dflash-bench-attention's ColdRunTimer)."""
+    """CUDA events around each call, after a write of 4x the L2 (>= 256 MiB) and a spin of the
+    GPU that hide the call's host enqueue (dflash-bench-attention's ColdRunTimer). The flush alone
+    (about 80 us on an H200) does not cover a Python op's 90-110 us of host time: the start event
+    then waits for the launch and counts it."""
+
+    HIDE_CYCLES = 1_000_000  # torch.cuda._sleep: about 0.5 ms at H100 / H200 clocks.
 
     def __init__(self):
         l2 = torch.cuda.get_device_properties(0).L2_cache_size
@@ -156,6 +160,7 @@ class ColdTimer:
         for i in range(repeats + 3):
             start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             self.flush.fill_(i & 0xFF)
+            torch.cuda._sleep(self.HIDE_CYCLES)
             start.record()
             run()
             stop.record()
