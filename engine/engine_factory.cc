@@ -99,10 +99,16 @@ bool CudaEngineBuilt() { return DFLASH_WITH_CUDA_ENGINE != 0; }
 absl::StatusOr<Engines> CreateEngines(const EngineSpec& spec, Checkpoint checkpoint) {
   switch (spec.backend) {
     case EngineBackend::kNull: {
-      Log().warn("model '{}' uses the null engine: every output is zero", spec.model_name);
+      // One stand-in per listed device (one without a list): the scheduler's multi-engine path,
+      // its queue shared by several runners, then runs on a machine without GPUs.
+      const size_t count = spec.devices.empty() ? 1 : spec.devices.size();
+      Log().warn("model '{}' uses the null engine ({} of them): every output is zero",
+                 spec.model_name, count);
       DFLASH_ASSIGN_OR_RETURN(const absl::Duration delay, NullEngineTestDelay());
       Engines engines;
-      engines.push_back(std::make_unique<NullEngine>(checkpoint.config, delay));
+      for (size_t i = 0; i < count; ++i) {
+        engines.push_back(std::make_unique<NullEngine>(checkpoint.config, delay));
+      }
       return engines;
     }
     case EngineBackend::kCpu:

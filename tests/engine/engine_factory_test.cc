@@ -63,6 +63,18 @@ TEST_F(EngineFactoryTest, NullGivesOneNullEngine) {
   EXPECT_EQ((*engines)[0]->Info().backend, "null");
 }
 
+// Listed devices give one stand-in each, so the server's multi-engine scheduling runs on CPUs.
+TEST_F(EngineFactoryTest, NullGivesOneNullEnginePerListedDevice) {
+  EngineSpec spec = Spec(EngineBackend::kNull);
+  spec.devices = {0, 1, 3};
+  auto engines = Create(spec);
+  ASSERT_TRUE(engines.ok()) << engines.status();
+  ASSERT_EQ(engines->size(), 3u);
+  for (const std::unique_ptr<Engine>& engine : *engines) {
+    EXPECT_EQ(engine->Info().backend, "null");
+  }
+}
+
 TEST_F(EngineFactoryTest, WithoutTheCudaEngineCudaIsRefusedAndAutoTakesTheCpu) {
   if (CudaEngineBuilt()) GTEST_SKIP() << "this build has the CUDA engine";
   auto cuda = Create(Spec(EngineBackend::kCuda));
