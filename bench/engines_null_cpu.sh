@@ -8,18 +8,23 @@
 # two-GPU service run (bench/engine/run_on_gpu.sh --two-gpus).
 #
 # Usage: bench/engines_null_cpu.sh [BUILD_DIR] [SECONDS] [REPORT]
-#   defaults: build, 10, bench/results/engines-null-2core.json. Environment: ENGINE_DELAY (20ms),
-#   CONCURRENCIES ("64 256"), SERVER_CORES (0) and LOAD_CORES (1): taskset lists.
+#   defaults: build, 10, bench/results/engines-null-2core.json. Environment: ENGINE_DELAY (20ms;
+#   "1ms+2us/token" adds a time per token of the batch), CONCURRENCIES ("64 256"), SERVER_CORES (0)
+#   and LOAD_CORES (1): taskset lists; WORKLOADS ("classify_64 mnli_mix": names in
+#   loadtest/workloads/); SERVER (BUILD_DIR/bin/dflash-server): another build's server, its
+#   sentencepiece shim in lib/ beside its bin/.
 set -euo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,12p "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,15p "$0"; exit 0; fi
 cd "$(dirname "$0")/.."
 build=${1:-build}
 seconds=${2:-10}
 report=${3:-bench/results/engines-null-2core.json}
 delay=${ENGINE_DELAY:-20ms}
 concurrencies=${CONCURRENCIES:-"64 256"}
+workloads=${WORKLOADS:-"classify_64 mnli_mix"}
 server_cores=${SERVER_CORES:-0}
 load_cores=${LOAD_CORES:-1}
+server=${SERVER:-$build/bin/dflash-server}
 port=50163
 model_dir="$(cd "$build/demo-model" && pwd)"
 work=$(mktemp -d)
@@ -29,7 +34,7 @@ for engines in 1 2; do
   # One --set per device (an index one past the list's end appends): flags split values at commas.
   devices=()
   for ((d = 0; d < engines; ++d)); do devices+=(--set="models.demo.devices.$d=$d"); done
-  DFLASH_TEST_NULL_ENGINE_DELAY="$delay" taskset -c "$server_cores" "$build/bin/dflash-server" \
+  DFLASH_TEST_NULL_ENGINE_DELAY="$delay" taskset -c "$server_cores" "$server" \
     --config=config/server.yaml --set="models.demo.path=$model_dir" "${devices[@]}" \
     --listen=127.0.0.1:$port --metrics_listen=off --backend=null > "$work/server-$engines.log" 2>&1 &
   pid=$!
@@ -43,7 +48,7 @@ for engines in 1 2; do
     tail -5 "$work/server-$engines.log" >&2
     exit 1
   fi
-  for workload in classify_64 mnli_mix; do
+  for workload in $workloads; do
     for concurrency in $concurrencies; do
       name="$workload-c$concurrency-engines$engines"
       taskset -c "$load_cores" "$build/bin/dflash-loadtest" --target=127.0.0.1:$port \
@@ -59,11 +64,13 @@ print('$name: %.0f calls/s, p50 %.2f ms, p99 %.2f ms, %d errors' % (r['measured'
   kill -TERM "$pid" && wait "$pid" || true
 done
 
-python3 - "$work" "$report" "$delay" "$concurrencies" "$seconds" "$server_cores" "$load_cores" <<'EOF'
+python3 - "$work" "$report" "$delay" "$concurrencies" "$seconds" "$server_cores" "$load_cores" \
+  "$workloads" "$server" <<'EOF'
 import datetime, json, os, sys
-work, report, delay, concurrencies, seconds, server_cores, load_cores = sys.argv[1:]
+work, report, delay, concurrencies, seconds, server_cores, load_cores, workloads, server = \
+    sys.argv[1:]
 rows = []
-for workload in ("classify_64", "mnli_mix"):
+for workload in workloads.split():
     for concurrency in concurrencies.split():
         row = {"workload": workload, "concurrency": int(concurrency)}
         for engines in (1, 2):
@@ -80,9 +87,12 @@ result = {
                    "stand-in engines behind one queue); every batch sleeps the engine delay, a "
                    "stand-in for device time; closed-loop dflash-loadtest, 4 channels.",
     "engine_delay": delay, "seconds_per_run": int(seconds), "server_cores": server_cores,
-    "load_generator_cores": load_cores, "machine": f"{os.cpu_count()}-core x86-64",
+    "load_generator_cores": load_cores, "server": server,
+    "machine": f"{os.cpu_count()}-core x86-64",
     "date": datetime.date.today().isoformat(),
-    "command": f"ENGINE_DELAY={delay} bash bench/engines_null_cpu.sh BUILD_DIR {seconds} {report}",
+    "command": f"ENGINE_DELAY={delay} CONCURRENCIES=\"{concurrencies}\" "
+               f"WORKLOADS=\"{workloads}\" bash bench/engines_null_cpu.sh BUILD_DIR {seconds} "
+               f"{report}",
     "rows": rows}
 with open(report, "w") as f:
     json.dump(result, f, indent=1)

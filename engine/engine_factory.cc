@@ -2,9 +2,12 @@
 
 #include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -20,22 +23,31 @@ namespace {
 
 using Engines = std::vector<std::unique_ptr<Engine>>;
 
-// DFLASH_TEST_NULL_ENGINE_DELAY (a duration, e.g. "500ms"): every null-engine batch sleeps this
-// long, so that tests of the whole dflash-server process can keep requests queued (drain and
-// signal tests). For tests only; unset in service.
-absl::StatusOr<absl::Duration> NullEngineTestDelay() {
+// DFLASH_TEST_NULL_ENGINE_DELAY: every null-engine batch sleeps this long, a duration ("500ms")
+// optionally followed by a time per token of the batch ("1ms+2us/token"), so that tests of the
+// whole dflash-server process can keep requests queued (drain and signal tests) and benchmarks can
+// stand in for device time. For tests only; unset in service.
+absl::StatusOr<NullEngine::Delay> NullEngineTestDelay() {
   const char* text = std::getenv("DFLASH_TEST_NULL_ENGINE_DELAY");
-  if (text == nullptr || *text == '\0') return absl::ZeroDuration();
-  absl::Duration delay;
-  if (!absl::ParseDuration(text, &delay) || delay < absl::ZeroDuration() ||
-      delay == absl::InfiniteDuration()) {
+  if (text == nullptr || *text == '\0') return NullEngine::Delay{};
+  auto parse = [](absl::string_view value, absl::Duration* delay) {
+    return absl::ParseDuration(value, delay) && *delay >= absl::ZeroDuration() &&
+           *delay != absl::InfiniteDuration();
+  };
+  NullEngine::Delay delay;
+  std::vector<absl::string_view> parts = absl::StrSplit(text, '+');
+  bool valid = parts.size() <= 2 && parse(parts[0], &delay.per_batch);
+  if (valid && parts.size() == 2) {
+    valid = absl::ConsumeSuffix(&parts[1], "/token") && parse(parts[1], &delay.per_token);
+  }
+  if (!valid) {
     return absl::InvalidArgumentError(
         absl::StrCat("DFLASH_TEST_NULL_ENGINE_DELAY: expected a finite duration such as "
-                     "\"500ms\", got '",
+                     "\"500ms\", optionally + a duration per token such as \"1ms+2us/token\", "
+                     "got '",
                      text, "'"));
   }
-  Log().warn("null engine batches sleep {} each (DFLASH_TEST_NULL_ENGINE_DELAY; tests only)",
-             absl::FormatDuration(delay));
+  Log().warn("null engine batches sleep {} each (DFLASH_TEST_NULL_ENGINE_DELAY; tests only)", text);
   return delay;
 }
 
@@ -104,7 +116,7 @@ absl::StatusOr<Engines> CreateEngines(const EngineSpec& spec, Checkpoint checkpo
       const size_t count = spec.devices.empty() ? 1 : spec.devices.size();
       Log().warn("model '{}' uses the null engine ({} of them): every output is zero",
                  spec.model_name, count);
-      DFLASH_ASSIGN_OR_RETURN(const absl::Duration delay, NullEngineTestDelay());
+      DFLASH_ASSIGN_OR_RETURN(const NullEngine::Delay delay, NullEngineTestDelay());
       Engines engines;
       for (size_t i = 0; i < count; ++i) {
         engines.push_back(std::make_unique<NullEngine>(checkpoint.config, delay));

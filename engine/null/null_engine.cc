@@ -6,7 +6,8 @@ namespace dflash {
 
 absl::StatusOr<BatchOutput> NullEngine::Run(const PackedBatch& batch, const RunOptions& options) {
   DFLASH_RETURN_IF_ERROR(ValidatePackedBatch(batch, options, config_));
-  if (batch_delay_ > absl::ZeroDuration()) absl::SleepFor(batch_delay_);
+  const absl::Duration delay = delay_.per_batch + delay_.per_token * batch.total_tokens();
+  if (delay > absl::ZeroDuration()) absl::SleepFor(delay);
   BatchOutput output;
   output.num_sequences = batch.num_sequences();
   output.total_tokens = batch.total_tokens();

@@ -10,12 +10,20 @@
 
 namespace dflash {
 
+// How long every NullEngine::Run sleeps first: `per_batch` plus `per_token` for each token of the
+// batch, so that tests of a whole server process can hold work in its queue and benchmarks can
+// stand in for device time (dflash-server reads it from DFLASH_TEST_NULL_ENGINE_DELAY).
+struct NullEngineDelay {
+  absl::Duration per_batch = absl::ZeroDuration();
+  absl::Duration per_token = absl::ZeroDuration();
+};
+
 class NullEngine final : public Engine {
  public:
-  // `batch_delay`: how long every Run sleeps first, so that tests of a whole server process can
-  // hold work in its queue (dflash-server reads it from DFLASH_TEST_NULL_ENGINE_DELAY).
-  explicit NullEngine(ModelConfig config, absl::Duration batch_delay = absl::ZeroDuration())
-      : config_(std::move(config)), batch_delay_(batch_delay) {}
+  using Delay = NullEngineDelay;
+
+  explicit NullEngine(ModelConfig config, Delay delay = {})
+      : config_(std::move(config)), delay_(delay) {}
 
   absl::StatusOr<BatchOutput> Run(const PackedBatch& batch, const RunOptions& options) override;
   EngineInfo Info() const override;
@@ -23,7 +31,7 @@ class NullEngine final : public Engine {
 
  private:
   ModelConfig config_;
-  absl::Duration batch_delay_;
+  Delay delay_;
 };
 
 }  // namespace dflash

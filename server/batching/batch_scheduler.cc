@@ -7,6 +7,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -534,10 +535,17 @@ std::optional<BatchScheduler::Impl::PreparedBatch> BatchScheduler::Impl::WaitAnd
       const absl::Time due = *queue_.OldestSubmitTime() + options_.max_queue_delay;
       work_available_.wait_until(lock, absl::ToChronoTime(due));
     }
+    // Under continuous batching, engines idle at the same time divide what is queued (the rest is
+    // due at once for the next one), so that a burst runs on all of them instead of on one while
+    // the others wait for the next burst.
+    int64_t share = std::numeric_limits<int64_t>::max();
+    if (idle_runners_ > 1 && !stopping_ && options_.max_queue_delay == absl::ZeroDuration()) {
+      share = (queue_.tokens() + idle_runners_ - 1) / idle_runners_;
+    }
     worker.idle = false;
     --idle_runners_;
     const absl::Time now = absl::Now();
-    taken = queue_.TakeBatch(now, now, SecondsPerTokenLocked());
+    taken = queue_.TakeBatch(now, now, SecondsPerTokenLocked(), share);
     running_tokens_ += taken.tokens;
     batch.pack_time = absl::Now() - now;
     // Another free runner may take what is left; Submit woke only one.

@@ -11,8 +11,10 @@
 //   batches, taking turns with the requests queued behind it (one large request does not hold up
 //   its level until all of its parts are done), and is answered once, when its last part is done.
 // - max_queue_delay = 0 (continuous batching): a batch is cut from everything queued when it is
-//   due, up to the budget. max_queue_delay > 0: it is due once the budget is full or the oldest
-//   queued request has waited max_queue_delay, whichever is first.
+//   due, up to the budget; when several engines are idle at that moment, each takes an equal share
+//   of the queued tokens (a request split at sequence boundaries like at a budget), so that a burst
+//   runs on all of them at once. max_queue_delay > 0: it is due once the budget is full or the
+//   oldest queued request has waited max_queue_delay, whichever is first.
 // - A request whose deadline has passed or whose cancellation flag is set when it reaches the head
 //   of the queue, or when the batch it was cut into starts, is answered DEADLINE_EXCEEDED /
 //   CANCELLED and never computed.

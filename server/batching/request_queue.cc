@@ -81,18 +81,20 @@ void RequestQueue::PopFront(Fifo& fifo) {
   fifo.pop_front();
 }
 
-TakenBatch RequestQueue::TakeBatch(absl::Time now, absl::Time start, double seconds_per_token) {
+TakenBatch RequestQueue::TakeBatch(absl::Time now, absl::Time start, double seconds_per_token,
+                                   int64_t share) {
   TakenBatch batch;
   for (int level = kPriorityLevels - 1; level >= 0; --level) {
     Fifo& fifo = levels_[level];
     while (!fifo.empty()) {
       std::shared_ptr<PendingRequest> head = fifo.front();
-      // The sequences of it that fit in what is left of the budgets.
+      // The sequences of it that fit in what is left of the budgets, until the share is reached.
       int fitting = 0;
       int fitting_tokens = 0;
       for (int s = head->next_sequence;
            s < head->num_sequences() && batch.sequences + fitting < max_batch_sequences_ &&
-           batch.tokens + fitting_tokens + SequenceTokens(*head, s) <= max_batch_tokens_;
+           batch.tokens + fitting_tokens + SequenceTokens(*head, s) <= max_batch_tokens_ &&
+           batch.tokens + fitting_tokens < share;
            ++s) {
         fitting_tokens += SequenceTokens(*head, s);
         ++fitting;
@@ -128,6 +130,7 @@ TakenBatch RequestQueue::TakeBatch(absl::Time now, absl::Time start, double seco
         return batch;
       }
       PopFront(fifo);
+      if (batch.tokens >= share) return batch;
     }
   }
   return batch;

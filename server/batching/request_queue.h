@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -77,8 +78,11 @@ class RequestQueue {
   // seconds per token: no estimate, no such check). Those with parts still in flight are answered
   // by whoever finishes the last part. A request of which only a part fits goes to the back of its
   // level with its rest, and the batch ends there; one of which nothing fits keeps its place and
-  // ends the batch.
-  TakenBatch TakeBatch(absl::Time now, absl::Time start, double seconds_per_token);
+  // ends the batch. `share`: the batch also ends once it holds at least this many tokens (splitting
+  // a request there like a budget does), so that engines idle at the same time divide the queue;
+  // its first sequence is taken whatever its length.
+  TakenBatch TakeBatch(absl::Time now, absl::Time start, double seconds_per_token,
+                       int64_t share = std::numeric_limits<int64_t>::max());
 
   // Removes whatever is still queued of `request` (after one of its parts failed), wherever it is
   // in its level. O(queued requests of its level).

@@ -1,6 +1,7 @@
 // engine/engine_factory.{h,cc}: which engines an engine spec gives, on a tiny checkpoint.
 #include "engine/engine_factory.h"
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
@@ -73,6 +74,22 @@ TEST_F(EngineFactoryTest, NullGivesOneNullEnginePerListedDevice) {
   for (const std::unique_ptr<Engine>& engine : *engines) {
     EXPECT_EQ(engine->Info().backend, "null");
   }
+}
+
+// The null engine's test delay: a duration, optionally + a duration per token.
+TEST_F(EngineFactoryTest, NullEngineTestDelayTakesATimePerBatchAndPerToken) {
+  for (const char* valid : {"0s", "500ms", "1ms+2us/token", "0s+1us/token"}) {
+    setenv("DFLASH_TEST_NULL_ENGINE_DELAY", valid, 1);
+    EXPECT_TRUE(Create(Spec(EngineBackend::kNull)).ok()) << valid;
+  }
+  for (const char* invalid :
+       {"soon", "-1ms", "1ms+2us", "1ms+2us/token+1s", "1ms+x/token", "inf"}) {
+    setenv("DFLASH_TEST_NULL_ENGINE_DELAY", invalid, 1);
+    auto engines = Create(Spec(EngineBackend::kNull));
+    EXPECT_EQ(engines.status().code(), absl::StatusCode::kInvalidArgument) << invalid;
+    EXPECT_THAT(engines.status().message(), HasSubstr("DFLASH_TEST_NULL_ENGINE_DELAY")) << invalid;
+  }
+  unsetenv("DFLASH_TEST_NULL_ENGINE_DELAY");
 }
 
 TEST_F(EngineFactoryTest, WithoutTheCudaEngineCudaIsRefusedAndAutoTakesTheCpu) {

@@ -60,7 +60,7 @@ void ExpectError(const std::string& json, const std::string& fragment) {
 }
 
 TEST(WorkloadTest, ShippedWorkloadsParse) {
-  for (const char* name : {"classify_64", "mnli_mix", "rerank_mix"}) {
+  for (const char* name : {"classify_64", "classify_64x32", "mnli_mix", "rerank_mix"}) {
     const std::string path = absl::StrCat(DFLASH_SOURCE_DIR, "/loadtest/workloads/", name, ".json");
     auto workload = LoadWorkloadFile(path);
     ASSERT_TRUE(workload.ok()) << workload.status();

@@ -1359,6 +1359,46 @@ TEST(BatchSchedulerTest, EachEngineRunsBatchesInParallel) {
   EXPECT_EQ(harness.scheduler().engine(2).Info().backend, "fake");
 }
 
+// Under continuous batching, engines idle at the same time divide what is queued: a request of
+// four sequences, queued while both engines wait, runs as two batches on two engines at once (half
+// the tokens each) rather than whole on one while the other waits; it is answered once, whole.
+TEST(BatchSchedulerTest, IdleEnginesDivideWhatIsQueued) {
+  Harness harness(Budget(64, 8), 2, /*gated=*/true);
+  ASSERT_TRUE(harness
+                  .Submit(1, MakeRequest({TaggedSequence(11, 5), TaggedSequence(12, 5),
+                                          TaggedSequence(13, 5), TaggedSequence(14, 5)}))
+                  .ok());
+  // Both engines are held inside Run: two batches in flight means both took a share.
+  ASSERT_TRUE(harness.log().WaitForBatches(2));
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_NE(batches[0].engine, batches[1].engine);
+  // The engines may enter Run in either order.
+  std::set<std::vector<int32_t>> shares = {Tags(batches[0].batch), Tags(batches[1].batch)};
+  EXPECT_EQ(shares, (std::set<std::vector<int32_t>>{{11, 12}, {13, 14}}));
+  harness.OpenAllGates();
+  ASSERT_TRUE(harness.answers().WaitForCalls(1));
+  harness.ExpectCorrectAnswer(1);
+}
+
+// With a queue delay the rest of a divided queue would wait for its own delay: a due batch takes
+// everything queued, idle engines or not.
+TEST(BatchSchedulerTest, IdleEnginesDoNotDivideUnderAQueueDelay) {
+  BatchSchedulerOptions options = Budget(64, 8);
+  options.max_queue_delay = absl::Milliseconds(1);
+  Harness harness(options, 2);
+  ASSERT_TRUE(harness
+                  .Submit(1, MakeRequest({TaggedSequence(11, 5), TaggedSequence(12, 5),
+                                          TaggedSequence(13, 5), TaggedSequence(14, 5)}))
+                  .ok());
+  ASSERT_TRUE(harness.answers().WaitForCalls(1));
+  harness.scheduler().Shutdown();
+  const std::vector<RecordedBatch> batches = harness.log().Batches();
+  ASSERT_EQ(batches.size(), 1u);
+  EXPECT_EQ(Tags(batches[0].batch), (std::vector<int32_t>{11, 12, 13, 14}));
+  harness.ExpectCorrectAnswer(1);
+}
+
 TEST(BatchSchedulerTest, RunOptionsAreTheUnionOfTheBatchsOutputs) {
   BatchSchedulerOptions options = Budget(64, 8);
   options.run_options.pooling = PoolingMode::kCls;
