@@ -2,8 +2,8 @@
 # One engine against two behind the model's one queue, without GPUs: dflash-server with
 # `backend: "null"` and `devices: [0]` or `[0, 1]` (one stand-in engine per entry), every batch
 # sleeping ENGINE_DELAY (a stand-in for the device's time per batch, which uses no host CPU), under
-# closed-loop dflash-loadtest at each concurrency, for classify_64 and the MNLI mix. Reports calls/s,
-# p50 / p99 and the two-engine over one-engine ratio per workload and concurrency: the scheduler's
+# closed-loop dflash-loadtest at each concurrency, for classify_64 and the MNLI mix. Reports
+# calls/s, p50 / p99 and the two-engine over one-engine ratio per workload and concurrency: the scheduler's
 # sharing of one queue by several runners on the current build, the CPU-side counterpart of the
 # two-GPU service run (bench/engine/run_on_gpu.sh --two-gpus).
 #
@@ -36,7 +36,8 @@ for engines in 1 2; do
   for ((d = 0; d < engines; ++d)); do devices+=(--set="models.demo.devices.$d=$d"); done
   DFLASH_TEST_NULL_ENGINE_DELAY="$delay" taskset -c "$server_cores" "$server" \
     --config=config/server.yaml --set="models.demo.path=$model_dir" "${devices[@]}" \
-    --listen=127.0.0.1:$port --metrics_listen=off --backend=null > "$work/server-$engines.log" 2>&1 &
+    --listen=127.0.0.1:$port --metrics_listen=off --backend=null \
+    > "$work/server-$engines.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 240); do
     "$build/bin/dflash-cli" --target=127.0.0.1:$port health > /dev/null 2>&1 && break

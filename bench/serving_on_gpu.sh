@@ -48,7 +48,7 @@ seconds=${SECONDS_PER_RUN:-8}
 mkdir -p "$out" "$work"
 server_cores=${SERVER_CORES:-0-11}; load_cores=${LOAD_CORES:-12-15}; channels=${CHANNELS:-8}
 load_senders=$(taskset -c "$load_cores" nproc 2> /dev/null || echo auto)  # One per load core.
-port=50171; http_port=50172
+port=50171; http_port=50172; metrics_port=9574
 has() { [[ ",$sections," == *",$1,"* ]]; }
 
 echo "== model and pairs"
@@ -72,7 +72,7 @@ source bench/thread_cpu.sh
 
 # The batch counters of the server's metrics: batches, tokens and the time of each stage.
 batch_metrics() {
-  curl -s 127.0.0.1:9574/metrics | grep -E "^dflash_batch_(stage_seconds|tokens)_(sum|count)"
+  curl -s 127.0.0.1:$metrics_port/metrics | grep -E "^dflash_batch_(stage_seconds|tokens)_(sum|count)"
 }
 
 # load <label> <name> <loadtest args...>: one pinned dflash-loadtest run; its report gets the
@@ -115,7 +115,7 @@ for run in "${runs[@]}"; do
   cat > "$work/server.yaml" <<YAML
 server:
   listen: 127.0.0.1:$port
-  metrics_listen: 127.0.0.1:9574
+  metrics_listen: 127.0.0.1:$metrics_port
   http_listen: 127.0.0.1:$http_port
 models:
   - name: demo
@@ -163,7 +163,7 @@ YAML
     load "$label" proto-kserve --target=127.0.0.1:$port --protocol=kserve --mode=closed \
       --concurrency=256 --channels="$channels"
   fi
-  curl -s 127.0.0.1:9574/metrics | grep -E "^dflash_(batch|batches_total|requests_total)" \
+  curl -s 127.0.0.1:$metrics_port/metrics | grep -E "^dflash_(batch|batches_total|requests_total)" \
     > "$out/metrics-$label.txt"
   kill -TERM "$server_pid"; wait "$server_pid"; echo "server exit $?"
 done

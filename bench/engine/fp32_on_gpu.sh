@@ -5,8 +5,9 @@
 # the relative L2 error of our logits against transformers'; then the server's start-up (seconds
 # from launch to health SERVING, and from the uploaded weights to ready) for float16, bfloat16 and
 # float32 at max_input_length 1024 / 16384 / 32768. Environment: LENGTHS (comma-separated) and
-# STARTUP_DTYPES (space-separated) narrow a run to some rows. Writes $OUT/<gpu>-fp32.json (<gpu>: h200, h100 or gpu after the GPU's name;
-# bench/results/<gpu>-fp32.json once committed) and the logs.
+# STARTUP_DTYPES (space-separated) narrow a run to some rows. Writes $OUT/<gpu>-fp32.json (<gpu>:
+# h200, h100 or gpu after the GPU's name; bench/results/<gpu>-fp32.json once committed) and the
+# logs.
 #
 # Build and pack on the build machine, then copy .carrypack/ beside a checkout on the GPU host:
 #   scripts/collect-runtime.sh .carry build/bin/{disentangled_attention_test,cuda_engine_test,\
@@ -16,7 +17,7 @@
 # Usage (on the GPU host): bash bench/engine/fp32_on_gpu.sh [--skip-tests] [--skip-startup]
 # About 6 minutes on an H200 (tests 2, comparison 2, start-ups 2).
 set -uo pipefail
-if [[ "${1:-}" == "--help" ]]; then sed -n 2,17p "$0"; exit 0; fi
+if [[ "${1:-}" == "--help" ]]; then sed -n 2,18p "$0"; exit 0; fi
 skip_tests=0; skip_startup=0
 for arg in "$@"; do
   case "$arg" in
