@@ -29,6 +29,7 @@ port=50163
 model_dir="$(cd "$build/demo-model" && pwd)"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+source bench/server_health.sh
 
 for engines in 1 2; do
   # One --set per device (an index one past the list's end appends): flags split values at commas.
@@ -39,16 +40,7 @@ for engines in 1 2; do
     --listen=127.0.0.1:$port --metrics_listen=off --backend=null \
     > "$work/server-$engines.log" 2>&1 &
   pid=$!
-  for _ in $(seq 1 240); do
-    "$build/bin/dflash-cli" --target=127.0.0.1:$port health > /dev/null 2>&1 && break
-    kill -0 "$pid" 2> /dev/null || break
-    sleep 0.5
-  done
-  if ! kill -0 "$pid" 2> /dev/null; then
-    echo "the server with $engines engine(s) exited:" >&2
-    tail -5 "$work/server-$engines.log" >&2
-    exit 1
-  fi
+  wait_until_serving "$build/bin/dflash-cli" $port "$pid" "$work/server-$engines.log" || exit 1
   for workload in $workloads; do
     for concurrency in $concurrencies; do
       name="$workload-c$concurrency-engines$engines"

@@ -31,6 +31,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 source bench/thread_cpu.sh
+source bench/server_health.sh
 
 runs=()
 for entry in "${servers[@]}"; do
@@ -40,10 +41,7 @@ for entry in "${servers[@]}"; do
     DFLASH_TEST_NULL_ENGINE_DELAY="$engine_delay" "$binary" --config=config/server.yaml --set="models.demo.path=$model_dir" \
       --listen=127.0.0.1:$port --metrics_listen=off --backend=null >"$work/server.log" 2>&1 &
     pid=$!
-    for _ in $(seq 1 240); do
-      "$build/bin/dflash-cli" --target=127.0.0.1:$port health >/dev/null 2>&1 && break
-      sleep 0.5
-    done
+    wait_until_serving "$build/bin/dflash-cli" $port "$pid" "$work/server.log" || exit 1
     load=("$build/bin/dflash-loadtest" --target=127.0.0.1:$port
       --workload=loadtest/workloads/mnli_mix.json --mode=closed --concurrency="$concurrency"
       --channels=$((concurrency >= 16 ? 4 : 1)) --progress=0)

@@ -21,24 +21,13 @@ http_port=50162
 model_dir="$(cd "$build/demo-model" && pwd)"
 work=$(mktemp -d)
 trap 'kill -TERM "$server_pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+source bench/server_health.sh
 
 "$build/bin/dflash-server" --config=config/server.yaml \
   --set="models.demo.path=$model_dir,server.http_listen=127.0.0.1:$http_port" \
   --listen=127.0.0.1:$port --metrics_listen=off --backend=null >"$work/server.log" 2>&1 &
 server_pid=$!
-healthy=0
-for _ in $(seq 1 240); do
-  if "$build/bin/dflash-cli" --target=127.0.0.1:$port health >/dev/null 2>&1; then
-    healthy=1
-    break
-  fi
-  sleep 0.5
-done
-if [[ $healthy -ne 1 ]]; then
-  cat "$work/server.log" >&2
-  echo "the server did not become healthy" >&2
-  exit 1
-fi
+wait_until_serving "$build/bin/dflash-cli" $port "$server_pid" "$work/server.log"
 
 common=(--workload=loadtest/workloads/classify_64.json --mode=closed --duration="${seconds}s"
         --warmup=3s --progress=0)

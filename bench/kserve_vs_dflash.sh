@@ -20,10 +20,8 @@ model_dir="$(cd "$build/demo-model" && pwd)"
   --listen=127.0.0.1:$port --metrics_listen=off --backend=null >"$out/server.log" 2>&1 &
 server_pid=$!
 trap 'kill -TERM "$server_pid" 2>/dev/null; wait "$server_pid" || true' EXIT
-for _ in $(seq 1 240); do
-  "$build/bin/dflash-cli" --target=127.0.0.1:$port health >/dev/null 2>&1 && break
-  sleep 0.5
-done
+source bench/server_health.sh
+wait_until_serving "$build/bin/dflash-cli" $port "$server_pid" "$out/server.log"
 
 command=(--target=127.0.0.1:$port --workload=loadtest/workloads/classify_64.json --mode=closed
          --concurrency=64 --channels=4 --duration="${seconds}s" --warmup=3s --progress=0)

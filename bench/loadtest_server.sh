@@ -13,16 +13,13 @@ out=bench/results
 port=50151
 model_dir="$(cd "$build/demo-model" && pwd)"
 
+source bench/server_health.sh
 start_server() {  # start_server <backend>
   "$build/bin/dflash-server" --config=config/server.yaml --set="models.demo.path=$model_dir" \
     --listen=127.0.0.1:$port --metrics_listen=off --backend="$1" >"/tmp/dflash-bench-$1.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 1 240); do
-    "$build/bin/dflash-cli" --target=127.0.0.1:$port health >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  echo "server ($1) did not become healthy; log: /tmp/dflash-bench-$1.log" >&2
-  exit 1
+  wait_until_serving "$build/bin/dflash-cli" $port "$server_pid" "/tmp/dflash-bench-$1.log" ||
+    exit 1
 }
 stop_server() { kill -TERM "$server_pid" && wait "$server_pid" || true; }
 load() {  # load <report name> <loadtest args...>

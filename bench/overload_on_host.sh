@@ -26,16 +26,12 @@ if [[ ! -d "$build/demo-model" ]]; then
     --spm_model="$build/spm.model" > /dev/null
 fi
 
+source bench/server_health.sh
 start_server() {  # start_server <binary> <log> [config]
   "$1" --config="${3:-config/server.yaml}" --set="models.demo.path=$build/demo-model" \
     --listen=127.0.0.1:$port --metrics_listen=127.0.0.1:$metrics_port --backend=cpu >"$2" 2>&1 &
   server_pid=$!
-  for _ in $(seq 1 240); do
-    "$build/bin/dflash-cli" --target=127.0.0.1:$port health >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  echo "the server did not become healthy; log: $2" >&2
-  exit 1
+  wait_until_serving "$build/bin/dflash-cli" $port "$server_pid" "$2" || exit 1
 }
 stop_server() { kill -TERM "$server_pid" && wait "$server_pid" || true; }
 counted_ok() {  # counted_ok <metrics file>: saves the exposition there, prints the OK answers.

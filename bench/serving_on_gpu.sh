@@ -69,6 +69,7 @@ fi
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 source bench/thread_cpu.sh
+source bench/server_health.sh
 
 # The batch counters of the server's metrics: batches, tokens and the time of each stage.
 batch_metrics() {
@@ -134,14 +135,7 @@ YAML
     taskset -c "$server_cores" "$binary" --config="$work/server.yaml" \
     > "$out/server-$label.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 240); do
-    .carry/bin/dflash-cli health --target=127.0.0.1:$port > /dev/null 2>&1 && break
-    kill -0 "$server_pid" 2> /dev/null || break
-    sleep 0.5
-  done
-  if ! kill -0 "$server_pid" 2> /dev/null; then
-    echo "server $label exited:"; tail -5 "$out/server-$label.log"; continue
-  fi
+  wait_until_serving .carry/bin/dflash-cli $port "$server_pid" "$out/server-$label.log" || continue
   echo "serving after $((SECONDS - start)) s"
   if has serving; then
     load "$label" c1 --target=127.0.0.1:$port --mode=closed --concurrency=1

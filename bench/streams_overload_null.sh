@@ -24,6 +24,7 @@ load_cores=${LOAD_CORES:-1}
 port=50193
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+source bench/server_health.sh
 if [[ ! -d "$build/demo-model" ]]; then
   "$build/bin/dflash-make-demo-model" --out_dir="$build/demo-model" > /dev/null
 fi
@@ -35,11 +36,8 @@ for streams in $streams_values; do
     --set="server.max_concurrent_streams=$streams" --listen=127.0.0.1:$port --metrics_listen=off \
     --backend=null > "$work/server-$streams.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 120); do
-    "$build/bin/dflash-cli" --target=127.0.0.1:$port health > /dev/null 2>&1 && break
-    kill -0 "$server_pid" 2> /dev/null || { cat "$work/server-$streams.log"; exit 1; }
-    sleep 0.5
-  done
+  wait_until_serving "$build/bin/dflash-cli" $port "$server_pid" "$work/server-$streams.log" 60 ||
+    exit 1
   for rate in $rates; do
     echo "== max_concurrent_streams $streams, $rate calls/s offered"
     taskset -c "$load_cores" "$build/bin/dflash-loadtest" --target=127.0.0.1:$port \

@@ -37,6 +37,7 @@ work=/tmp/dfe
 mkdir -p "$out" "$work"
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
+source bench/server_health.sh
 
 # Serves the demo model with backend $BACKEND (default cuda) on `devices` (YAML list) and loads
 # it; writes reports named after `tag`.
@@ -58,10 +59,7 @@ YAML
   DFLASH_SENTENCEPIECE_SHIM="$PWD/.carry/lib/libdflash_sentencepiece_shim.so" \
     .carry/bin/dflash-server --config="$work/server.yaml" > "$out/server-$tag.log" 2>&1 &
   local server=$!
-  for _ in $(seq 60); do
-    .carry/bin/dflash-cli health --target=127.0.0.1:50151 > /dev/null 2>&1 && break
-    sleep 1
-  done
+  wait_until_serving .carry/bin/dflash-cli 50151 "$server" "$out/server-$tag.log" 60 || return 1
   .carry/bin/dflash-cli info --target=127.0.0.1:50151 2>&1 | head -c 1200; echo
   .carry/bin/dflash-cli classify --target=127.0.0.1:50151 --model=demo \
     --text="A man is playing a guitar on stage." --text_pair="Someone makes music." 2>&1 | head -8
