@@ -87,7 +87,12 @@ class DeviceScope {
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
 
-  cudaError_t status() const { return status_; }
+  // OK, or CUDA_ERROR with the reason recorded when `device` could not be made current.
+  dflash_attention_status status() const {
+    if (status_ == cudaSuccess) return DFLASH_ATTENTION_OK;
+    return Fail(DFLASH_ATTENTION_CUDA_ERROR,
+                std::string("cudaSetDevice: ") + cudaGetErrorString(status_));
+  }
 
  private:
   int previous_ = -1;
@@ -283,9 +288,8 @@ dflash_attention_status dflash_attention_workspace_bytes(const dflash_attention_
     return status;
   }
   DeviceScope scope(args->device);
-  if (scope.status() != cudaSuccess) {
-    return Fail(DFLASH_ATTENTION_CUDA_ERROR,
-                std::string("cudaSetDevice: ") + cudaGetErrorString(scope.status()));
+  if (const dflash_attention_status status = scope.status(); status != DFLASH_ATTENTION_OK) {
+    return status;
   }
   *bytes = dflash::kernels::AttentionWorkspaceBytes(problem);
   return DFLASH_ATTENTION_OK;
@@ -302,9 +306,8 @@ dflash_attention_status dflash_attention_heuristic_config(const dflash_attention
     return status;
   }
   DeviceScope scope(args->device);
-  if (scope.status() != cudaSuccess) {
-    return Fail(DFLASH_ATTENTION_CUDA_ERROR,
-                std::string("cudaSetDevice: ") + cudaGetErrorString(scope.status()));
+  if (const dflash_attention_status status = scope.status(); status != DFLASH_ATTENTION_OK) {
+    return status;
   }
   FromConfig(dflash::kernels::HeuristicAttentionConfig(problem), config);
   return DFLASH_ATTENTION_OK;
@@ -326,9 +329,8 @@ dflash_attention_status dflash_attention_check_config(const dflash_attention_arg
     return status;
   }
   DeviceScope scope(args->device);
-  if (scope.status() != cudaSuccess) {
-    return Fail(DFLASH_ATTENTION_CUDA_ERROR,
-                std::string("cudaSetDevice: ") + cudaGetErrorString(scope.status()));
+  if (const dflash_attention_status status = scope.status(); status != DFLASH_ATTENTION_OK) {
+    return status;
   }
   if (dflash::kernels::CheckAttentionConfig(problem, candidate) != cudaSuccess) {
     return Fail(DFLASH_ATTENTION_UNSUPPORTED, "the config does not apply to this problem");
@@ -349,9 +351,8 @@ dflash_attention_status dflash_attention_forward(const dflash_attention_args* ar
     return Fail(DFLASH_ATTENTION_INVALID_ARGUMENT, "q, k, v and out must not be null");
   }
   DeviceScope scope(args->device);
-  if (scope.status() != cudaSuccess) {
-    return Fail(DFLASH_ATTENTION_CUDA_ERROR,
-                std::string("cudaSetDevice: ") + cudaGetErrorString(scope.status()));
+  if (const dflash_attention_status status = scope.status(); status != DFLASH_ATTENTION_OK) {
+    return status;
   }
   const size_t needed = dflash::kernels::AttentionWorkspaceBytes(problem);
   if (workspace_bytes < needed) {

@@ -263,6 +263,12 @@ class NativeLibraryTest(unittest.TestCase):
         self.expect(self.native.INVALID_ARGUMENT, "config.windows",
                     self.args(config=ctypes.pointer(config)))
 
+    @unittest.skipIf(torch.cuda.is_available(), "a GPU is here: the device can be made current")
+    def test_a_device_that_cannot_be_made_current(self):
+        # Valid arguments pass every check above and reach cudaSetDevice, which fails here.
+        self.expect(self.native.CUDA_ERROR, ": cudaSetDevice: ", self.args())
+        self.expect(self.native.CUDA_ERROR, ": cudaSetDevice: ", self.args(device=3))
+
     def test_slot_tables_are_checked_and_shared(self):
         table = build_slot_table(PositionSettings(span=256, position_buckets=256,
                                                   max_relative_positions=512))
