@@ -188,7 +188,6 @@ class BatchScheduler::Impl {
     absl::Time start;
     absl::Time end;
     absl::Duration pack_time;
-    std::optional<absl::Duration> device_time;
     std::atomic<int> tasks_left{0};
   };
 
@@ -752,9 +751,6 @@ void BatchScheduler::Impl::RunBatch(Worker& worker, PreparedBatch prepared) {
   delivery->start = start;
   delivery->end = end;
   delivery->pack_time = prepared.pack_time;
-  if (delivery->output.device_seconds >= 0) {
-    delivery->device_time = absl::Seconds(delivery->output.device_seconds);
-  }
   Deliver(std::move(delivery));
 }
 
@@ -789,8 +785,10 @@ void BatchScheduler::Impl::DeliverParts(Delivery& delivery, size_t begin, size_t
     pending.reset();
   }
   if (delivery.tasks_left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    const double device_seconds = delivery.output.device_seconds;  // Negative: not measured.
     DeliveryDone(*delivery.worker, delivery.pack_time, delivery.end - delivery.start,
-                 delivery.device_time, delivery.end);
+                 device_seconds >= 0 ? std::optional(absl::Seconds(device_seconds)) : std::nullopt,
+                 delivery.end);
   }
 }
 
