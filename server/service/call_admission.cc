@@ -4,33 +4,29 @@
 
 namespace dflash::serving {
 
+// The gauge is set under the lock: in count order, so that it rests at the count, and before the
+// last Release lets WaitIdle return, after which the owner may destroy this and the metrics.
 absl::Status CallAdmission::Admit() {
-  int64_t now_inflight = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (draining_) {
-      return absl::UnavailableError("the server is shutting down; retry on another replica");
-    }
-    if (max_inflight_ > 0 && inflight_ >= max_inflight_) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("the server has ", inflight_,
-                       " requests in flight, its limit (server.max_inflight_requests); retry "
-                       "with backoff"));
-    }
-    now_inflight = ++inflight_;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (draining_) {
+    return absl::UnavailableError("the server is shutting down; retry on another replica");
   }
-  if (metrics_ != nullptr) metrics_->SetInflight(now_inflight);
+  if (max_inflight_ > 0 && inflight_ >= max_inflight_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the server has ", inflight_,
+                     " requests in flight, its limit (server.max_inflight_requests); retry "
+                     "with backoff"));
+  }
+  ++inflight_;
+  if (metrics_ != nullptr) metrics_->SetInflight(inflight_);
   return absl::OkStatus();
 }
 
 void CallAdmission::Release() {
-  int64_t now_inflight = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    now_inflight = --inflight_;
-    if (inflight_ == 0) idle_.notify_all();
-  }
-  if (metrics_ != nullptr) metrics_->SetInflight(now_inflight);
+  std::lock_guard<std::mutex> lock(mutex_);
+  --inflight_;
+  if (metrics_ != nullptr) metrics_->SetInflight(inflight_);
+  if (inflight_ == 0) idle_.notify_all();
 }
 
 void CallAdmission::StartDraining() {

@@ -28,7 +28,8 @@ class CallAdmission {
   void StartDraining();
   bool draining() const;
   // Waits until no admitted request is left or `deadline` passes (or, when `interruptible`,
-  // Interrupt() is called); true when none is left.
+  // Interrupt() is called); true when none is left. Once it returned true, the last Release is
+  // done with this object and the metrics, so the owner may destroy them.
   bool WaitIdle(absl::Time deadline, bool interruptible = false);
   // Ends every interruptible WaitIdle at once, the current one and later ones: a second signal
   // during a drain ends its grace period. Thread-safe.
