@@ -85,8 +85,9 @@ def _attention_skipped():
     from dflash_torch import deberta as patched
     real = patched.ops
     patched.ops = types.SimpleNamespace(
-        run_padded=lambda q, k, v, *rest: (v, None),
-        run_packed=lambda q, k, v, *rest: (v, None))
+        run_padded=lambda q, k, v, *rest, **options: (v, None),
+        run_packed=lambda q, k, v, *rest, **options: (v, None),
+        LaunchCache=real.LaunchCache)
     try:
         yield
     finally:

@@ -24,7 +24,8 @@ except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import dflash_torch  # noqa: E402
-from dflash_torch import deberta, ops, packing, profiles, projections, reference  # noqa: E402
+from dflash_torch import (deberta, layer_tail, ops, packing, profiles,  # noqa: E402
+                          projections, reference)
 from dflash_torch.relative_positions import (PositionSettings, build_slot_table,  # noqa: E402
                                              slot_indices)
 from transformers import DebertaV2Config  # noqa: E402
@@ -152,6 +153,17 @@ class PackingTest(unittest.TestCase):
     def test_gaps_are_refused(self):
         with self.assertRaisesRegex(ValueError, "not contiguous"):
             packing.packed_layout(torch.tensor([[1, 0, 1, 0]]))
+
+
+    def test_unpack_all_equals_unpack_of_each(self):
+        _, mask = batch([5, 1, 7], 8)
+        layout = packing.packed_layout(mask)
+        packed = [torch.randn(13, 4) for _ in range(3)]
+        got = packing.unpack_all(packed, layout, fill=-1.0)
+        self.assertEqual(len(got), 3)
+        for ours, one in zip(got, packed):
+            self.assertTrue(ours.is_contiguous())
+            self.assertTrue(torch.equal(ours, packing.unpack(one, layout, fill=-1.0)))
 
 
 def fake_packed_inputs():
@@ -426,7 +438,6 @@ class IntegrationOnCpuTest(unittest.TestCase):
         ids, mask = batch(list(lengths), length, left=left)
         with torch.no_grad():
             expected = model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-        expected_states = expected.hidden_states[-1]
         for layout in ("padded", "packed"):
             dflash_torch.optimize_deberta(model, layout=layout, fallback="error")
             with torch.no_grad(), KernelOnCpu():
@@ -434,8 +445,9 @@ class IntegrationOnCpuTest(unittest.TestCase):
             dflash_torch.restore_deberta(model)
             keep = mask.bool()
             # Real positions match; padding positions differ by design (deberta.py docstring).
-            error = relative_l2(got.hidden_states[-1][keep], expected_states[keep])
-            self.assertLess(error, 1e-5, f"{layout} {overrides}")
+            for ours, stock in zip(got.hidden_states, expected.hidden_states):
+                error = relative_l2(ours[keep], stock[keep])
+                self.assertLess(error, 1e-5, f"{layout} {overrides}")
             if cls is DebertaV2ForTokenClassification:
                 error = relative_l2(got.logits[keep], expected.logits[keep])
             elif not left:
@@ -675,6 +687,80 @@ class ProjectionsTest(unittest.TestCase):
                 target.deberta.encoder.rel_embeddings.weight.add_(0.5)
             second = compiled(input_ids=ids, attention_mask=mask).logits
         self.assertLess(relative_l2(second, stock_logits(stock, ids, mask)), 1e-5)
+
+
+class LayerTailTest(unittest.TestCase):
+    """layer_tail.py: SelfOutput, Intermediate and Output by their ops, bitwise the modules'."""
+
+    def modules_result(self, layer, context, hidden):
+        attention_output = layer.attention.output(context, hidden)
+        return layer.output(layer.intermediate(attention_output), attention_output)
+
+    def direct(self, layer):
+        return layer_tail._direct_ops(layer.attention.output, layer.intermediate, layer.output)
+
+    def check(self, layer, expect_direct, seed=5):
+        for shape in ((3, 7, 64), (11, 64)):  # padded [B, L, H] and packed [T, H]
+            context, hidden = torch.randn(*shape), torch.randn(*shape)
+            with torch.no_grad():
+                torch.manual_seed(seed)
+                got = layer_tail.layer_tail(layer, context, hidden)
+                torch.manual_seed(seed)
+                expected = self.modules_result(layer, context, hidden)
+            self.assertTrue(torch.equal(got, expected))
+        self.assertEqual(self.direct(layer) is not None, expect_direct)
+
+    def test_plain_modules_run_as_their_ops(self):
+        for act in ("gelu", "relu"):
+            self.check(make_model(hidden_act=act).deberta.encoder.layer[0], True)
+        layer = make_model().deberta.encoder.layer[0]
+        del layer.intermediate.intermediate_act_fn  # a plain function instead of a module
+        layer.intermediate.intermediate_act_fn = torch.tanh
+        self.check(layer, True)
+
+    def test_modules_run_where_they_must(self):
+        calls = []
+        count = lambda *args: calls.append(1)
+
+        def hooked_dense(layer):
+            layer.intermediate.dense.register_forward_hook(count)
+
+        def replaced_forward(layer):  # as accelerate's hooks do
+            norm = layer.output.LayerNorm
+            original = norm.forward
+            norm.forward = lambda x: count() or original(x)
+
+        def subclass(layer):
+            layer.attention.output.__class__ = type(
+                "CountingSelfOutput", (modeling_deberta_v2.DebertaV2SelfOutput,),
+                {"forward": lambda self, h, i: count() or
+                 modeling_deberta_v2.DebertaV2SelfOutput.forward(self, h, i)})
+
+        def hooked_activation(layer):
+            layer.intermediate.intermediate_act_fn.register_forward_pre_hook(count)
+
+        for change in (hooked_dense, replaced_forward, subclass, hooked_activation):
+            layer = make_model().deberta.encoder.layer[0]
+            change(layer)
+            calls.clear()
+            self.check(layer, expect_direct=False)
+            self.assertEqual(len(calls), 4, change.__name__)  # 2 shapes x (ours + stock)
+
+    def test_global_hooks_and_training_dropout_run_the_modules(self):
+        layer = make_model().deberta.encoder.layer[0]
+        seen = []
+        handle = torch.nn.modules.module.register_module_forward_hook(
+            lambda module, *args: seen.append(type(module).__name__))
+        try:
+            self.check(layer, expect_direct=False)
+        finally:
+            handle.remove()
+        self.assertIn("DebertaV2Intermediate", seen)
+        layer.train()  # hidden dropout 0.1 is active: the same draws as the modules'
+        self.check(layer, expect_direct=False)
+        layer.output.dropout.p = 0.0
+        layer.attention.output.dropout.p = 0.0
+        self.check(layer, expect_direct=True)
 
 
 class HostPackedLayoutTest(unittest.TestCase):

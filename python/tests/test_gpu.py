@@ -128,6 +128,67 @@ class EagerEntryTest(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_GPU, "needs a CUDA device and libdflash_attention")
+class LaunchCacheTest(unittest.TestCase):
+    """run_padded / run_packed with `reuse`: one launch per problem, the same results."""
+
+    def test_reused_launches_equal_fresh_calls_and_refit_on_change(self):
+        problems = [Problem([5, 17, 64], 12, 64, torch.float16, seed=seed) for seed in (1, 2)]
+        other = Problem([9, 30], 12, 64, torch.float16, seed=3)
+        for layout in ("packed", "padded"):
+            cache = ops.LaunchCache()
+
+            def run(problem, reuse):
+                if layout == "packed":
+                    return ops.run_packed(problem.q, problem.k, problem.v, problem.pos_key,
+                                          problem.pos_query, problem.slot_table,
+                                          problem.positions_id, problem.cu_seqlens,
+                                          max(problem.lengths), problem.heads, problem.scale,
+                                          False, reuse=reuse)
+                return ops.run_padded(problem.qp, problem.kp, problem.vp, problem.pos_key,
+                                      problem.pos_query, problem.slot_table, problem.positions_id,
+                                      problem.mask, problem.heads, problem.scale, False,
+                                      reuse=reuse)
+
+            with torch.inference_mode():
+                # Two "layers": other tensors, the same layout tensors (the second problem's
+                # cu_seqlens / mask are equal but other tensors, so they rebuild the launch).
+                first, _ = run(problems[0], cache)
+                launch = cache.launch
+                again, _ = run(problems[0], cache)
+                self.assertIs(cache.launch, launch)
+                second, _ = run(problems[1], cache)
+                self.assertIsNot(cache.launch, launch)
+                changed, _ = run(other, cache)
+                for got, problem in ((first, problems[0]), (again, problems[0]),
+                                     (second, problems[1]), (changed, other)):
+                    expected, _ = run(problem, None)
+                    self.assertTrue(torch.equal(got, expected), layout)
+                if layout == "padded":  # its masked V copy is kept for the next launch
+                    self.assertIsNotNone(cache.launch.workspace)
+
+    def test_layers_of_one_problem_share_one_launch(self):
+        problem = Problem([5, 17, 64], 12, 64, torch.bfloat16)
+        cache = ops.LaunchCache()
+        with torch.inference_mode():
+            for seed in range(3):
+                generator = torch.Generator(device="cuda").manual_seed(seed)
+                qkv = torch.randn(problem.q.size(0), 3 * problem.q.size(1), device="cuda",
+                                  generator=generator).to(torch.bfloat16)
+                q, k, v = qkv.chunk(3, dim=-1)
+                got, _ = ops.run_packed(q, k, v, problem.pos_key, problem.pos_query,
+                                        problem.slot_table, problem.positions_id,
+                                        problem.cu_seqlens, max(problem.lengths), problem.heads,
+                                        problem.scale, False, reuse=cache)
+                launch = cache.launch if seed == 0 else launch
+                self.assertIs(cache.launch, launch)
+                expected, _ = ops.attention_packed(q, k, v, problem.pos_key, problem.pos_query,
+                                                   problem.slot_table, problem.positions_id,
+                                                   problem.cu_seqlens, max(problem.lengths),
+                                                   problem.heads, problem.scale, False)
+                self.assertTrue(torch.equal(got, expected))
+
+
+@unittest.skipUnless(HAVE_GPU, "needs a CUDA device and libdflash_attention")
 class OpsTest(unittest.TestCase):
     def check(self, lengths, heads, head_dim, dtype, c2p=True, p2c=True, tf32=False):
         torch.backends.cuda.matmul.allow_tf32 = tf32

@@ -39,7 +39,8 @@ from transformers.models.deberta_v2.modeling_deberta_v2 import (DebertaV2Encoder
                                                                 DisentangledSelfAttention)
 
 from . import _native, ops, projections
-from .packing import PackedLayout, pack, packed_layout, unpack
+from .layer_tail import layer_tail
+from .packing import PackedLayout, pack, packed_layout, unpack, unpack_all
 from .relative_positions import PositionSettings, attention_scale, build_slot_table
 
 LAYOUTS = ("padded", "packed")
@@ -103,6 +104,7 @@ class _PaddedKeys:
     key_mask: torch.Tensor  # bool [B, L]
     slot_table: torch.Tensor | None
     positions_id: int
+    reuse: ops.LaunchCache  # the layers' one launch (they differ only in their tensors)
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,7 @@ class _PackedSequences:
     max_seqlen: int
     slot_table: torch.Tensor | None
     positions_id: int
+    reuse: ops.LaunchCache
 
 
 def attention_context(attention: DisentangledSelfAttention, hidden_states: torch.Tensor,
@@ -129,11 +132,13 @@ def attention_context(attention: DisentangledSelfAttention, hidden_states: torch
     if isinstance(layout, _PaddedKeys):
         context, _ = ops.run_padded(query, key, value, pos_key, pos_query, layout.slot_table,
                                     layout.positions_id, layout.key_mask,
-                                    attention.num_attention_heads, scale, False)
+                                    attention.num_attention_heads, scale, False,
+                                    reuse=layout.reuse)
     else:
         context, _ = ops.run_packed(query, key, value, pos_key, pos_query, layout.slot_table,
                                     layout.positions_id, layout.cu_seqlens, layout.max_seqlen,
-                                    attention.num_attention_heads, scale, False)
+                                    attention.num_attention_heads, scale, False,
+                                    reuse=layout.reuse)
     return context
 
 
@@ -153,10 +158,9 @@ class _RelativeEmbeddings:
 
 def _layer_forward(layer, hidden_states, layout, rel_embeddings, encoder):
     """DebertaV2Layer's composition with the fused attention context."""
-    attention = layer.attention
-    context = attention_context(attention.self, hidden_states, layout, rel_embeddings, encoder)
-    attention_output = attention.output(context, hidden_states)
-    return layer.output(layer.intermediate(attention_output), attention_output)
+    attention = layer._modules["attention"]._modules["self"]
+    context = attention_context(attention, hidden_states, layout, rel_embeddings, encoder)
+    return layer_tail(layer, context, hidden_states)
 
 
 def encoder_forward(encoder: DebertaV2Encoder, hidden_states, attention_mask,
@@ -181,13 +185,13 @@ def encoder_forward(encoder: DebertaV2Encoder, hidden_states, attention_mask,
         packing = _encoder_packing(attention_mask, hidden_states.device)
         states = pack(hidden_states, packing)
         layout = _PackedSequences(packing.cu_seqlens, packing.max_seqlen, slot_table,
-                                  encoder._dflash_positions_id)
+                                  encoder._dflash_positions_id, ops.LaunchCache())
     else:
         states = hidden_states
         layout = _PaddedKeys((attention_mask != 0).contiguous(), slot_table,
-                             encoder._dflash_positions_id)
+                             encoder._dflash_positions_id, ops.LaunchCache())
     rel_embeddings = _RelativeEmbeddings(encoder) if encoder.relative_attention else None
-    all_hidden_states = (hidden_states,) if output_hidden_states else None
+    layer_states = []
     for index, layer in enumerate(encoder.layer):
         states = _layer_forward(layer, states, layout, rel_embeddings, encoder)
         if index == 0 and encoder.conv is not None:
@@ -196,9 +200,13 @@ def encoder_forward(encoder: DebertaV2Encoder, hidden_states, attention_mask,
             padded = encoder.conv(hidden_states, padded, attention_mask)
             states = pack(padded, packing) if packing is not None else padded
         if output_hidden_states:
-            all_hidden_states = all_hidden_states + (
-                unpack(states, packing) if packing is not None else states,)
+            layer_states.append(states)
+    all_hidden_states = None
     if output_hidden_states:
+        # Packed: every layer's states unpacked by one copy (DebertaV2Model asks for all).
+        all_hidden_states = (hidden_states,) + (
+            unpack_all(layer_states, packing) if packing is not None and layer_states
+            else tuple(layer_states))
         last = all_hidden_states[-1]
     else:
         last = unpack(states, packing) if packing is not None else states

@@ -20,7 +20,9 @@ what a fused backward needs; with return_lse=False it is an empty tensor and the
 
 The patched DeBERTa layers call run_padded / run_packed: the ops, except in plain eager use on
 CUDA tensors (no tracing, dispatch mode or autograd), where they call the implementation without
-the dispatcher, whose wrappers cost about a third of a call's host time at small shapes.
+the dispatcher, whose wrappers cost about a third of a call's host time at small shapes. Given a
+LaunchCache, such calls reuse the previous call's checked arguments and workspace where the
+problem is the same (the layers of one forward): they then only set addresses and launch.
 
 The real implementation runs on the caller's current stream, allocates its workspace through
 PyTorch's caching allocator and never synchronises, so the ops can be captured in CUDA graphs; the
@@ -136,15 +138,15 @@ def _allow_tf32() -> bool:
     return bool(matmul.allow_tf32)
 
 
-def _rows(x: torch.Tensor, rows_dim: int) -> tuple[torch.Tensor, int]:
-    """`x` as token rows at one stride (a copy only when its layout has none: a compiler may hand
-    the op other strides than eager code) and that row stride in elements."""
+def _row_stride(x: torch.Tensor, rows_dim: int) -> int | None:
+    """The stride in elements between `x`'s token rows, or None where the kernel cannot take its
+    layout as it is (a compiler may hand the op other strides than eager code): no unit column
+    stride, rows of a padded batch not at one stride, or rows not 16-byte aligned."""
     stride = x.stride(rows_dim)
     uniform = rows_dim == 0 or x.size(0) <= 1 or x.stride(0) == x.size(1) * stride
-    if x.stride(-1) != 1 or not uniform or stride % 8 or x.data_ptr() % 16:
-        x = x.contiguous()
-        stride = x.stride(rows_dim)
-    return x, stride
+    if x.stride(-1) != 1 or not uniform or stride % 8:
+        return None
+    return stride
 
 
 if hasattr(torch._C, "_cuda_getCurrentRawStream"):
@@ -162,83 +164,143 @@ def _on_device(device: torch.device):
     return torch.cuda.device(device)
 
 
+class _Launch:
+    """The C interface's arguments for one attention problem, checked and built once. Calling it
+    runs the problem on given Q / K / V / PosK / PosQ; `fits` says whether other tensors make the
+    same problem (shapes, strides, dtype, device; the same layout and table tensors), so the
+    layers of one encoder forward, which differ only in their tensors' addresses, reuse one
+    launch and its workspace (LaunchCache)."""
+
+    def __init__(self, q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
+                 return_lse, key_mask=None, cu_seqlens=None, max_seqlen=0):
+        padded = key_mask is not None
+        hd = q.size(-1)
+        self.shape, self.dtype, self.device = q.shape, q.dtype, q.device
+        self.return_lse = return_lse
+        rows = q.size(0) * q.size(1) if padded else q.size(0)
+        self.lse_shape = (((num_heads, q.size(0), q.size(1)) if padded else (num_heads, q.size(0)))
+                          if return_lse else (0,))
+        self.empty = rows == 0
+        self.signature = self._signature(q, k, v, pos_key, pos_query)
+        self.same_tensors = (slot_table, key_mask, cu_seqlens)
+        self.same_values = (positions_id, max_seqlen, num_heads, scale, return_lse)
+        self.workspace = self.workspace_stream = None
+        self.no_lse = None if return_lse else torch.empty(0, dtype=torch.float32, device=q.device)
+        if self.empty:
+            return
+        if q.dtype not in _DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
+            raise ValueError(f"q, k, v must share one of float16, bfloat16, float32; got {q.dtype}")
+        if hd % num_heads != 0 or hd // num_heads not in SUPPORTED_HEAD_DIMS:
+            raise ValueError(f"head dim {hd} / {num_heads} is not one of {SUPPORTED_HEAD_DIMS}")
+        self.library = library = _native.require()
+        device = q.device.index if q.device.index is not None else torch.cuda.current_device()
+        self.device_index = device
+        rows_dim = 1 if padded else 0
+        dtype_code, dtype_name = _DTYPES[q.dtype]
+        self.args = args = _native.Args()
+        args.struct_size = ctypes.sizeof(_native.Args)
+        args.device = device
+        args.dtype = dtype_code
+        args.allow_tf32 = int(q.dtype == torch.float32 and _allow_tf32())
+        args.num_heads = num_heads
+        args.head_dim = hd // num_heads
+        strides = tuple(_row_stride(x, rows_dim) for x in (q, k, v))
+        self.row_strides = None if None in strides else strides
+        self.rows_dim = rows_dim
+        args.out_row_stride = hd
+        if pos_key is not None or pos_query is not None:
+            for name, pos in (("pos_key", pos_key), ("pos_query", pos_query)):
+                if pos is not None and (pos.dtype != q.dtype or pos.dim() != 2
+                                        or pos.size(1) != hd):
+                    raise ValueError(f"{name} must be a [2k, {hd}] {q.dtype} tensor")
+            if slot_table is None or slot_table.dtype != torch.int32:
+                raise ValueError("position terms need the int32 slot_table")
+            table = registered_slot_table(positions_id)
+            if slot_table.numel() != len(table.table):
+                raise ValueError(f"slot_table has {slot_table.numel()} entries; positions_id "
+                                 f"{positions_id} has {len(table.table)}")
+            args.positions_id = _native_positions_id(library, positions_id, table)
+            args.slot_table = slot_table.data_ptr()
+        if padded:
+            if key_mask.dtype not in (torch.bool, torch.uint8):
+                key_mask = key_mask != 0
+            self.key_mask = key_mask = key_mask.contiguous()
+            args.key_padding_mask = key_mask.data_ptr()
+            args.num_sequences = q.size(0)
+            args.padded_length = q.size(1)
+            longest = q.size(1)
+        else:
+            self.cu_seqlens = cu_seqlens = cu_seqlens.to(torch.int32).contiguous()
+            args.cu_seqlens = cu_seqlens.data_ptr()
+            args.num_sequences = cu_seqlens.numel() - 1
+            args.max_seqlen = max_seqlen
+            args.total_tokens = q.size(0)
+            longest = max_seqlen
+        args.scale = scale
+        self.family = profiles.family_key(dtype_name, args.head_dim, padded, pos_key is not None,
+                                          pos_query is not None, longest)
+        self.workspace_bytes = None  # at the first call, whose addresses the checks see
+
+    @staticmethod
+    def _signature(q, k, v, pos_key, pos_query):
+        return (q.shape, q.stride(), k.shape, k.stride(), v.shape, v.stride(), q.dtype, k.dtype,
+                v.dtype, q.device,
+                None if pos_key is None else (pos_key.shape, pos_key.stride(), pos_key.dtype),
+                None if pos_query is None else (pos_query.shape, pos_query.stride(),
+                                                pos_query.dtype))
+
+    def fits(self, q, k, v, pos_key, pos_query, same_tensors, same_values) -> bool:
+        """Whether these arguments make this launch's problem (its layout and table tensors
+        themselves, equal scalars, equal shapes, strides, dtypes and device)."""
+        return (all(a is b for a, b in zip(same_tensors, self.same_tensors))
+                and same_values == self.same_values
+                and self._signature(q, k, v, pos_key, pos_query) == self.signature)
+
+    def __call__(self, q, k, v, pos_key, pos_query, keep_workspace=False):
+        out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        lse = (self.no_lse if self.no_lse is not None
+               else torch.empty(self.lse_shape, dtype=torch.float32, device=self.device))
+        if self.empty:
+            return out, lse
+        args = self.args
+        pointers = q.data_ptr(), k.data_ptr(), v.data_ptr()
+        strides = self.row_strides
+        if strides is None or (pointers[0] | pointers[1] | pointers[2]) % 16:
+            # A layout the kernel cannot take as it is (_row_stride) or unaligned rows: copies.
+            q, k, v = (x.clone(memory_format=torch.contiguous_format) for x in (q, k, v))
+            pointers = q.data_ptr(), k.data_ptr(), v.data_ptr()
+            strides = (q.stride(self.rows_dim),) * 3
+        args.q, args.k, args.v = pointers
+        args.q_row_stride, args.k_row_stride, args.v_row_stride = strides
+        args.out = out.data_ptr()
+        args.pos_key = pos_key.contiguous().data_ptr() if pos_key is not None else None
+        args.pos_query = pos_query.contiguous().data_ptr() if pos_query is not None else None
+        args.lse = lse.data_ptr() if self.return_lse else None
+        if self.workspace_bytes is None:
+            config = tuning.config(self.library, self.device_index, self.family, args)
+            if config is not None:
+                self.config = config
+                args.config = ctypes.pointer(config)
+            self.workspace_bytes = self.library.workspace_bytes(args)
+        stream = _current_stream(self.device_index)
+        workspace = self.workspace if stream == self.workspace_stream else None
+        if workspace is None and self.workspace_bytes:
+            # The caching allocator's blocks are 512-byte aligned and stream-ordered: no
+            # synchronisation. A kept workspace serves later launches on the same stream only,
+            # which run after this one.
+            workspace = torch.empty(self.workspace_bytes, dtype=torch.uint8, device=self.device)
+            if keep_workspace:
+                self.workspace, self.workspace_stream = workspace, stream
+        self.library.forward(args, workspace.data_ptr() if workspace is not None else None,
+                             self.workspace_bytes, stream)
+        return out, lse
+
+
 def _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale, return_lse,
              *, key_mask=None, cu_seqlens=None, max_seqlen=0):
-    padded = key_mask is not None
-    hd = q.size(-1)
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    rows = q.size(0) * q.size(1) if padded else q.size(0)
-    lse_shape = (num_heads, q.size(0), q.size(1)) if padded else (num_heads, q.size(0))
-    lse = torch.empty(lse_shape if return_lse else (0,), dtype=torch.float32, device=q.device)
-    if rows == 0:
-        return out, lse
-    if q.dtype not in _DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
-        raise ValueError(f"q, k, v must share one of float16, bfloat16, float32; got {q.dtype}")
-    if hd % num_heads != 0 or hd // num_heads not in SUPPORTED_HEAD_DIMS:
-        raise ValueError(f"head dim {hd} / {num_heads} is not one of {SUPPORTED_HEAD_DIMS}")
-    library = _native.require()
-    device = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    rows_dim = 1 if padded else 0
-    dtype_code, dtype_name = _DTYPES[q.dtype]
-    args = _native.Args()
-    args.struct_size = ctypes.sizeof(_native.Args)
-    args.device = device
-    args.dtype = dtype_code
-    args.allow_tf32 = int(q.dtype == torch.float32 and _allow_tf32())
-    args.num_heads = num_heads
-    args.head_dim = hd // num_heads
-    q, args.q_row_stride = _rows(q, rows_dim)
-    k, args.k_row_stride = _rows(k, rows_dim)
-    v, args.v_row_stride = _rows(v, rows_dim)
-    args.q, args.k, args.v = q.data_ptr(), k.data_ptr(), v.data_ptr()
-    args.out, args.out_row_stride = out.data_ptr(), hd
-    has_positions = pos_key is not None or pos_query is not None
-    if has_positions:
-        for name, pos in (("pos_key", pos_key), ("pos_query", pos_query)):
-            if pos is not None and (pos.dtype != q.dtype or pos.dim() != 2 or pos.size(1) != hd):
-                raise ValueError(f"{name} must be a [2k, {hd}] {q.dtype} tensor")
-        pos_key = pos_key.contiguous() if pos_key is not None else None
-        pos_query = pos_query.contiguous() if pos_query is not None else None
-        if slot_table is None or slot_table.dtype != torch.int32:
-            raise ValueError("position terms need the int32 slot_table")
-        table = registered_slot_table(positions_id)
-        if slot_table.numel() != len(table.table):
-            raise ValueError(f"slot_table has {slot_table.numel()} entries; positions_id "
-                             f"{positions_id} has {len(table.table)}")
-        args.pos_key = pos_key.data_ptr() if pos_key is not None else None
-        args.pos_query = pos_query.data_ptr() if pos_query is not None else None
-        args.positions_id = _native_positions_id(library, positions_id, table)
-        args.slot_table = slot_table.data_ptr()
-    if padded:
-        if key_mask.dtype not in (torch.bool, torch.uint8):
-            key_mask = key_mask != 0
-        key_mask = key_mask.contiguous()
-        args.key_padding_mask = key_mask.data_ptr()
-        args.num_sequences = q.size(0)
-        args.padded_length = q.size(1)
-        longest = q.size(1)
-    else:
-        cu_seqlens = cu_seqlens.to(torch.int32).contiguous()
-        args.cu_seqlens = cu_seqlens.data_ptr()
-        args.num_sequences = cu_seqlens.numel() - 1
-        args.max_seqlen = max_seqlen
-        args.total_tokens = q.size(0)
-        longest = max_seqlen
-    args.scale = scale
-    args.lse = lse.data_ptr() if return_lse else None
-    family = profiles.family_key(dtype_name, args.head_dim, padded, pos_key is not None,
-                                 pos_query is not None, longest)
-    config = tuning.config(library, device, family, args)
-    if config is not None:
-        args.config = ctypes.pointer(config)
-    workspace_bytes = library.workspace_bytes(args)
-    # The caching allocator's blocks are 512-byte aligned and stream-ordered: no synchronisation.
-    workspace = (torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
-                 if workspace_bytes else None)
-    stream = _current_stream(device)
-    library.forward(args, workspace.data_ptr() if workspace is not None else None,
-                    workspace_bytes, stream)
-    return out, lse
+    launch = _Launch(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
+                     return_lse, key_mask, cu_seqlens, max_seqlen)
+    return launch(q, k, v, pos_key, pos_query)
 
 
 def _padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask, num_heads, scale,
@@ -323,17 +385,55 @@ def _direct(q: torch.Tensor, *tensors: torch.Tensor | None) -> bool:
                      and any(t is not None and t.requires_grad for t in (q,) + tensors)))
 
 
+class LaunchCache:
+    """Passed to run_padded / run_packed by calls that repeat one problem on other tensors (the
+    layers of one encoder forward): the first call's checked arguments and workspace serve the
+    next calls that fit them (_Launch.fits), which then only set addresses and launch. Holds its
+    workspace until dropped: make one per forward."""
+
+    __slots__ = ("launch",)
+
+    def __init__(self):
+        self.launch: _Launch | None = None
+
+
+def _launch(cache: LaunchCache, q, k, v, pos_key, pos_query, slot_table, positions_id,
+            num_heads, scale, return_lse, key_mask=None, cu_seqlens=None, max_seqlen=0):
+    launch = cache.launch
+    if launch is None or not launch.fits(q, k, v, pos_key, pos_query,
+                                         (slot_table, key_mask, cu_seqlens),
+                                         (positions_id, max_seqlen, num_heads, scale,
+                                          return_lse)):
+        with _on_device(q.device):
+            launch = _Launch(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads,
+                             scale, return_lse, key_mask, cu_seqlens, max_seqlen)
+        cache.launch = launch
+    return launch(q, k, v, pos_key, pos_query, keep_workspace=True)
+
+
 def run_padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask, num_heads, scale,
-               return_lse):
-    """attention_padded's result: the op, or in plain eager CUDA use its implementation directly."""
-    run = _padded if _direct(q, k, v, pos_key, pos_query) else attention_padded
-    return run(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask, num_heads, scale,
-               return_lse)
+               return_lse, reuse: LaunchCache | None = None):
+    """attention_padded's result: the op, or in plain eager CUDA use its implementation directly
+    (with `reuse`, through the launch it holds where the problem fits)."""
+    if not _direct(q, k, v, pos_key, pos_query):
+        return attention_padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask,
+                                num_heads, scale, return_lse)
+    if reuse is None:
+        return _padded(q, k, v, pos_key, pos_query, slot_table, positions_id, key_mask, num_heads,
+                       scale, return_lse)
+    return _launch(reuse, q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
+                   return_lse, key_mask=key_mask)
 
 
 def run_packed(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens, max_seqlen,
-               num_heads, scale, return_lse):
-    """attention_packed's result: the op, or in plain eager CUDA use its implementation directly."""
-    run = _packed if _direct(q, k, v, pos_key, pos_query) else attention_packed
-    return run(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens, max_seqlen,
-               num_heads, scale, return_lse)
+               num_heads, scale, return_lse, reuse: LaunchCache | None = None):
+    """attention_packed's result: the op, or in plain eager CUDA use its implementation directly
+    (with `reuse`, through the launch it holds where the problem fits)."""
+    if not _direct(q, k, v, pos_key, pos_query):
+        return attention_packed(q, k, v, pos_key, pos_query, slot_table, positions_id,
+                                cu_seqlens, max_seqlen, num_heads, scale, return_lse)
+    if reuse is None:
+        return _packed(q, k, v, pos_key, pos_query, slot_table, positions_id, cu_seqlens,
+                       max_seqlen, num_heads, scale, return_lse)
+    return _launch(reuse, q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
+                   return_lse, cu_seqlens=cu_seqlens, max_seqlen=max_seqlen)

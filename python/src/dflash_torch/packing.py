@@ -85,6 +85,16 @@ def unpack(packed: torch.Tensor, layout: PackedLayout, fill: float = 0.0) -> tor
     return flat.view(layout.batch, layout.length, *packed.shape[1:])
 
 
+def unpack_all(packed: list[torch.Tensor], layout: PackedLayout,
+               fill: float = 0.0) -> tuple[torch.Tensor, ...]:
+    """unpack() of each [T, ...] tensor of `packed` (same shapes), by one copy for all of them:
+    contiguous [B, L, ...] views of one buffer."""
+    stacked = torch.stack(packed)
+    flat = stacked.new_full((len(packed), layout.batch * layout.length, *stacked.shape[2:]), fill)
+    flat.index_copy_(1, layout.index, stacked)
+    return flat.view(len(packed), layout.batch, layout.length, *stacked.shape[2:]).unbind(0)
+
+
 def pack_batch(mask: torch.Tensor, *tensors: torch.Tensor):
     """The layout of `mask` and each [B, L, ...] tensor packed: (layout, packed...)."""
     layout = packed_layout(mask)

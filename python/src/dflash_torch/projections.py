@@ -16,8 +16,8 @@ storage at the same address (`.data = weight.view(...)`) would go unseen.
 Caching is off, and each forward computes from the parameters as transformers does, when:
 autograd needs the result (grad mode on and a source requires grad: the stacked weight is then
 a differentiable torch.cat), torch.compile traces (a version counter is a run-time value the
-graph cannot branch on), or a projection is not a plain nn.Linear or carries forward hooks
-(which must fire: the projections are then called one by one).
+graph cannot branch on), or a projection is not a plain nn.Linear or carries forward hooks or a
+replaced forward (which must run: the projections are then called one by one).
 """
 
 from __future__ import annotations
@@ -39,9 +39,12 @@ def _stamp(tensors) -> list:
     return [(t._version, t.data_ptr()) for t in tensors]
 
 
-def _hooked(modules) -> bool:
+def hooked(modules) -> bool:
+    """Whether calling `modules` does more than their class's forward: forward hooks (theirs or
+    global) or a forward replaced on the instance (as accelerate's hooks do). Such modules must
+    be called, never bypassed."""
     return bool(_module._global_forward_hooks or _module._global_forward_pre_hooks) or any(
-        m._forward_hooks or m._forward_pre_hooks for m in modules)
+        m._forward_hooks or m._forward_pre_hooks or "forward" in m.__dict__ for m in modules)
 
 
 def _parameters(modules) -> list[torch.Tensor]:
@@ -92,7 +95,7 @@ def query_key_value(attention: nn.Module, hidden_states: torch.Tensor):
     `hidden_states`, by one GEMM where the three fuse: views of one [..., 3 H*d] result."""
     modules = attention._modules
     projections = (modules["query_proj"], modules["key_proj"], modules["value_proj"])
-    if (torch.compiler.is_compiling() or _hooked(projections)
+    if (torch.compiler.is_compiling() or hooked(projections)
             or any(type(p) is not nn.Linear for p in projections)):
         return tuple(p(hidden_states) for p in projections)
     sources = _parameters(projections)
@@ -128,6 +131,6 @@ def position_tables(encoder: nn.Module, attention: nn.Module,
     if "layer_norm" in encoder.norm_rel_ebd:
         called.append(encoder._modules["LayerNorm"])
     sources = _parameters(called + [encoder._modules["rel_embeddings"]])
-    if _hooked(called) or _needs_autograd(sources):
+    if hooked(called) or _needs_autograd(sources):
         return project()
     return _cached(attention, _POSITIONS, sources, project)
