@@ -141,7 +141,8 @@ def _allow_tf32() -> bool:
 def _row_stride(x: torch.Tensor, rows_dim: int) -> int | None:
     """The stride in elements between `x`'s token rows, or None where the kernel cannot take its
     layout as it is (a compiler may hand the op other strides than eager code): no unit column
-    stride, rows of a padded batch not at one stride, or rows not 16-byte aligned."""
+    stride, rows of a padded batch not at one stride, or a stride not a multiple of 8 elements.
+    The rows' 16-byte alignment depends on the address, which _Launch checks per call."""
     stride = x.stride(rows_dim)
     uniform = rows_dim == 0 or x.size(0) <= 1 or x.stride(0) == x.size(1) * stride
     if x.stride(-1) != 1 or not uniform or stride % 8:
