@@ -25,7 +25,6 @@ import torch
 
 import model_variants
 import speed
-import engine_common as common
 
 
 def timed(run, batches):
@@ -78,7 +77,7 @@ def main():
     parser.add_argument("--operator-top", type=int, default=25)
     parser.add_argument("--python-top", type=int, default=30)
     args = parser.parse_args()
-    sequences = common.read_pairs(args.pairs)
+    sequences = speed.common.read_pairs(args.pairs)
     batches = speed.host_batches(sequences[:args.batch * args.batches], args.batch)
     lengths = {ids.shape[1] for ids, _ in batches}
     model = model_variants.load_classifier(args.model, "cuda", torch.float16)
