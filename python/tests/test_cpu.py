@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import pickle
 import sys
 import unittest
 import warnings
@@ -24,8 +25,8 @@ except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import dflash_torch  # noqa: E402
-from dflash_torch import (deberta, layer_tail, ops, packing, profiles,  # noqa: E402
-                          projections, reference)
+from dflash_torch import (deberta, encoder_graphs, layer_tail, ops, packing,  # noqa: E402
+                          profiles, projections, reference)
 from dflash_torch.relative_positions import (PositionSettings, build_slot_table,  # noqa: E402
                                              slot_indices)
 from transformers import DebertaV2Config  # noqa: E402
@@ -803,6 +804,87 @@ class HostPackedLayoutTest(unittest.TestCase):
         moved = layout.to("meta")
         self.assertEqual((moved.index.device.type, moved.cu_seqlens.device.type), ("meta", "meta"))
         self.assertEqual((moved.max_seqlen, moved.total_tokens), (2, 2))
+
+
+class CudaGraphsOptionTest(unittest.TestCase):
+    """optimize_deberta(..., cuda_graphs=True) off the GPU: its options, the eager path where no
+    graph can run, and the stamp that drops recorded graphs when the encoder changes (the
+    recording and replay themselves are GPU tests)."""
+
+    def test_options_are_checked(self):
+        with self.assertRaisesRegex(ValueError, "layout='padded'"):
+            dflash_torch.optimize_deberta(make_model(), layout="packed", cuda_graphs=True)
+        with self.assertRaisesRegex(ValueError, "length_multiple"):
+            dflash_torch.optimize_deberta(make_model(), cuda_graphs=True, graph_length_multiple=0)
+        with self.assertRaisesRegex(ValueError, "max_graphs"):
+            dflash_torch.optimize_deberta(make_model(), cuda_graphs=True, max_graphs=0)
+
+    def test_cpu_tensors_run_eagerly_and_restore_drops_the_graphs(self):
+        model = make_model()
+        ids, mask = batch([9, 4], 9)
+        with torch.no_grad():
+            expected = model(input_ids=ids, attention_mask=mask).logits
+        dflash_torch.optimize_deberta(model, fallback="error", cuda_graphs=True)
+        graphs = model.deberta.encoder._dflash_graphs
+        self.assertIsInstance(graphs, encoder_graphs.EncoderGraphs)
+        with torch.no_grad(), KernelOnCpu():
+            got = model(input_ids=ids, attention_mask=mask).logits
+        self.assertLess(relative_l2(got, expected), 1e-5)
+        self.assertEqual((graphs.recorded, len(graphs)), (0, 0))
+        self.assertEqual(dflash_torch.reset_graphs(model), 0)
+        dflash_torch.restore_deberta(model)
+        self.assertNotIn("_dflash_graphs", model.deberta.encoder.__dict__)
+
+    def test_the_stamp_sees_every_change_a_graph_cannot(self):
+        model = make_model()
+        encoder = model.deberta.encoder
+        graphs = encoder_graphs.EncoderGraphs(deberta._encode)
+
+        def stamp():
+            graphs._modules = list(encoder.modules())
+            return graphs._current_stamp()
+
+        first = stamp()
+        self.assertIsNotNone(first)
+        self.assertEqual(stamp(), first)
+        dense = encoder.layer[1].intermediate.dense
+        changes = {
+            "in-place update": lambda: dense.weight.add_(1.0),
+            "load_state_dict": lambda: model.load_state_dict(make_model(seed=1).state_dict()),
+            "reassigned parameter": lambda: setattr(
+                dense, "bias", torch.nn.Parameter(dense.bias.detach().clone())),
+            "replaced module": lambda: setattr(encoder.layer[0].output, "dense",
+                                               torch.nn.Linear(96, 64).eval()),
+            "moved": lambda: model.to(torch.float64),
+        }
+        for name, change in changes.items():
+            before = stamp()
+            with torch.no_grad():
+                change()
+            self.assertNotEqual(stamp(), before, name)
+        handle = encoder.layer[0].attention.output.register_forward_hook(lambda *args: None)
+        self.assertIsNone(stamp(), "a hook must fire: no graph")
+        handle.remove()
+        self.assertIsNotNone(stamp())
+        encoder.layer[1].output.dropout.train()
+        self.assertIsNone(stamp(), "a module in training mode: no graph")
+
+    def test_inference_tensors_and_copies(self):
+        model = make_model()
+        with torch.inference_mode():
+            dflash_torch.optimize_deberta(model, cuda_graphs=True, graph_length_multiple=8)
+            model.deberta.encoder.register_buffer("extra", torch.zeros(2), persistent=False)
+        encoder = model.deberta.encoder
+        self.assertTrue(encoder.extra.is_inference())
+        self.assertFalse(encoder.dflash_slot_table.is_inference())
+        graphs = encoder._dflash_graphs
+        graphs._modules = list(encoder.modules())
+        self.assertIsNotNone(graphs._current_stamp())  # no version counter read from "extra"
+        copied = copy.deepcopy(model).deberta.encoder._dflash_graphs
+        self.assertIsNot(copied, graphs)
+        self.assertEqual((copied.length_multiple, copied.max_graphs, len(copied)), (8, 64, 0))
+        pickled = pickle.loads(pickle.dumps(graphs))
+        self.assertEqual((pickled.length_multiple, pickled.recorded), (8, 0))
 
 
 class CompileTest(unittest.TestCase):

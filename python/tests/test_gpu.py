@@ -386,5 +386,181 @@ class OptimizeDebertaOnGpuTest(unittest.TestCase):
             self.assertTrue(any(reason in str(w.message) for w in caught), reason)
 
 
+@unittest.skipUnless(HAVE_GPU, "needs a CUDA device and libdflash_attention")
+class CudaGraphsTest(unittest.TestCase):
+    """optimize_deberta(..., cuda_graphs=True): recorded per rounded shape, replayed, outputs
+    owned by the caller, recorded again when the encoder changes, eager where a graph cannot."""
+
+    def setUp(self):
+        deberta.reset_fallback_warnings()
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+
+    @staticmethod
+    def pair(shape="v3", dtype=torch.float32, **options):
+        eager = random_model(shape, dtype)
+        dflash_torch.optimize_deberta(eager, fallback="error")
+        graphed = copy.deepcopy(eager)
+        dflash_torch.optimize_deberta(graphed, fallback="error", cuda_graphs=True, **options)
+        return eager, graphed, graphed.deberta.encoder._dflash_graphs
+
+    def assert_same(self, got, expected, tolerance, message=""):
+        self.assertEqual(got.shape, expected.shape, message)
+        self.assertLess(relative_l2(got, expected), tolerance, message)
+
+    def test_replays_match_the_eager_forward(self):
+        for shape, dtype, tolerance in (("v3", torch.float32, 1e-5), ("v2", torch.float32, 1e-5),
+                                        ("v3", torch.float16, 2e-3)):
+            eager, graphed, graphs = self.pair(shape, dtype)
+            batches = [[77, 12, 130, 5], [70, 3, 128, 9], [20, 20, 20, 20], [16] * 4, [33, 1]]
+            with torch.inference_mode():
+                for lengths in batches + batches:
+                    ids, mask = random_batch(lengths, seed=len(lengths) + max(lengths))
+                    expected = eager(input_ids=ids, attention_mask=mask,
+                                     output_hidden_states=True)
+                    got = graphed(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+                    message = f"{shape} {dtype} {lengths}"
+                    self.assert_same(got.logits, expected.logits, tolerance, message)
+                    self.assertEqual(len(got.hidden_states), len(expected.hidden_states))
+                    keep = mask.bool()
+                    for ours, theirs in zip(got.hidden_states, expected.hidden_states):
+                        self.assert_same(ours[keep], theirs[keep], tolerance, message)
+            # Lengths 130 and 128 round to 144 and 128 (multiple 16); 20 and 16 to 32 and 16;
+            # the batch of two is another key: five graphs, each recorded once.
+            self.assertEqual((graphs.recorded, len(graphs)), (5, 5), f"{shape} {dtype}")
+
+    def test_outputs_survive_later_replays(self):
+        _, graphed, graphs = self.pair()
+        mask = random_batch([40, 40])[1]
+        ids = [random_batch([40, 40], seed=seed)[0] for seed in (1, 2, 3)]
+        with torch.no_grad():
+            graphed(input_ids=ids[0], attention_mask=mask)  # recorded (this one runs eagerly)
+            first = graphed(input_ids=ids[1], attention_mask=mask, output_hidden_states=True)
+            kept = [h.clone() for h in first.hidden_states]
+            second = graphed(input_ids=ids[2], attention_mask=mask, output_hidden_states=True)
+        self.assertEqual(graphs.recorded, 1)
+        for index, (now, then) in enumerate(zip(first.hidden_states, kept)):
+            self.assertTrue(torch.equal(now, then), index)
+        self.assertFalse(torch.equal(first.hidden_states[-1], second.hidden_states[-1]))
+        # The last layer's states are a tensor of their own, not a view of every layer's.
+        last = second.hidden_states[-1]
+        self.assertEqual(last.untyped_storage().nbytes(), last.numel() * last.element_size())
+
+    def test_model_prepared_in_inference_mode_and_copied(self):
+        eager = random_model()
+        dflash_torch.optimize_deberta(eager, fallback="error")
+        graphed = random_model()
+        with torch.inference_mode():  # the slot table is made here: an inference tensor?
+            dflash_torch.optimize_deberta(graphed, fallback="error", cuda_graphs=True)
+        ids, mask = random_batch([25, 9], seed=8)
+        with torch.inference_mode():
+            expected = eager(input_ids=ids, attention_mask=mask).logits
+            for _ in range(2):
+                self.assert_same(graphed(input_ids=ids, attention_mask=mask).logits, expected,
+                                 1e-5)
+            copied = copy.deepcopy(graphed)  # after recording: the copy records its own
+            for _ in range(2):
+                self.assert_same(copied(input_ids=ids, attention_mask=mask).logits, expected,
+                                 1e-5)
+        self.assertEqual(graphed.deberta.encoder._dflash_graphs.recorded, 1)
+        self.assertEqual(copied.deberta.encoder._dflash_graphs.recorded, 1)
+
+    def test_encoder_called_for_its_last_states_only(self):
+        eager, graphed, graphs = self.pair()
+        ids, mask = random_batch([45, 30], seed=7)
+        with torch.no_grad():
+            hidden = eager.deberta.embeddings(input_ids=ids, mask=mask)
+            expected = eager.deberta.encoder(hidden, mask, output_hidden_states=False)
+            for _ in range(2):  # recorded, replayed
+                got = graphed.deberta.encoder(hidden, mask, output_hidden_states=False)
+        self.assertIsNone(got.hidden_states)
+        self.assert_same(got.last_hidden_state[mask.bool()],
+                         expected.last_hidden_state[mask.bool()], 1e-5)
+        self.assertEqual(graphs.recorded, 1)
+
+    def test_changed_weights_and_dtype_are_recorded_again(self):
+        eager, graphed, graphs = self.pair()
+        ids, mask = random_batch([50, 21, 7], seed=3)
+        other = random_model()
+        torch.manual_seed(5)
+        other.load_state_dict({k: torch.randn_like(v) * 0.05 if v.is_floating_point() else v
+                               for k, v in other.state_dict().items()})
+        with torch.no_grad():
+            for _ in range(2):  # recorded, replayed
+                graphed(input_ids=ids, attention_mask=mask)
+            for model in (eager, graphed):
+                model.load_state_dict(other.state_dict())
+            for _ in range(2):  # recorded again (the stamp changed), replayed
+                self.assert_same(graphed(input_ids=ids, attention_mask=mask).logits,
+                                 eager(input_ids=ids, attention_mask=mask).logits, 1e-5,
+                                 "loaded")
+            self.assertEqual(graphs.recorded, 2)
+            for model in (eager, graphed):
+                model.to(torch.float16)
+            for _ in range(2):
+                self.assert_same(graphed(input_ids=ids, attention_mask=mask).logits,
+                                 eager(input_ids=ids, attention_mask=mask).logits, 2e-3,
+                                 "float16")
+            self.assertEqual(graphs.recorded, 3)
+        self.assertEqual(dflash_torch.reset_graphs(graphed), 1)
+        self.assertEqual(len(graphs), 0)
+
+    def test_hooks_run_eagerly(self):
+        eager, graphed, graphs = self.pair()
+        ids, mask = random_batch([30, 12], seed=4)
+        calls = []
+        handle = graphed.deberta.encoder.layer[1].intermediate.register_forward_hook(
+            lambda *args: calls.append(1))
+        with torch.no_grad():
+            got = graphed(input_ids=ids, attention_mask=mask).logits
+            graphed(input_ids=ids, attention_mask=mask)
+            self.assertEqual((len(calls), graphs.recorded), (2, 0))
+            handle.remove()
+            graphed(input_ids=ids, attention_mask=mask)
+            self.assertEqual(graphs.recorded, 1)
+            self.assert_same(got, eager(input_ids=ids, attention_mask=mask).logits, 1e-5)
+
+    def test_other_streams_and_the_callers_capture(self):
+        eager, graphed, graphs = self.pair()
+        ids, mask = random_batch([60, 31, 2], seed=6)
+        with torch.no_grad():
+            expected = eager(input_ids=ids, attention_mask=mask).logits
+            graphed(input_ids=ids, attention_mask=mask)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                got = graphed(input_ids=ids, attention_mask=mask).logits
+            torch.cuda.current_stream().wait_stream(side)
+            self.assert_same(got, expected, 1e-5, "side stream")
+            # Inside the caller's own capture the eager forward is what gets captured.
+            capture_stream = torch.cuda.Stream()
+            capture_stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(capture_stream):  # the warm-up torch.cuda.graph asks for
+                graphed(input_ids=ids, attention_mask=mask)
+            torch.cuda.current_stream().wait_stream(capture_stream)
+            outer = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(outer, stream=capture_stream):
+                captured = graphed(input_ids=ids, attention_mask=mask).logits
+            outer.replay()
+            torch.cuda.synchronize()
+            self.assert_same(captured, expected, 1e-5, "caller's capture")
+        self.assertEqual(graphs.recorded, 1)
+
+    def test_one_graph_over_max_graphs_drops_them_all(self):
+        eager, graphed, graphs = self.pair(max_graphs=2, graph_length_multiple=8)
+        kept = []
+        with torch.no_grad():
+            # 8, 16: two graphs; 24: a third, so all go; 8 and 16 again: recorded again and
+            # replayed (after the eviction freed what it could, nothing recorded in between).
+            for length in (8, 16, 24, 8, 16, 8, 16):
+                ids, mask = random_batch([length, length - 3], seed=length)
+                self.assert_same(graphed(input_ids=ids, attention_mask=mask).logits,
+                                 eager(input_ids=ids, attention_mask=mask).logits, 1e-5,
+                                 str(length))
+                kept.append(len(graphs))
+        self.assertEqual(kept, [1, 2, 0, 1, 2, 2, 2])
+        self.assertEqual(graphs.recorded, 5)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -5,6 +5,7 @@
                                                           attention for the kernel (inference)
   dflash_torch.packed_layout / pack / unpack             padded <-> packed (cu_seqlens) helpers
   dflash_torch.use_packed_layout(layout)                 a packed model's layout from the host mask
+  dflash_torch.reset_graphs(model)                       drop the CUDA graphs of cuda_graphs=True
 """
 
 import importlib
@@ -18,7 +19,8 @@ __version__ = "0.1.0"
 
 __all__ = ["ops", "register_slot_table", "PackedLayout", "pack", "pack_batch", "packed_layout",
            "unpack", "PositionSettings", "SlotTable", "build_slot_table", "optimize_deberta",
-           "restore_deberta", "use_packed_layout", "FallbackError", "kernel_available"]
+           "restore_deberta", "use_packed_layout", "FallbackError", "kernel_available",
+           "reset_graphs"]
 
 
 def kernel_available() -> bool:
@@ -30,7 +32,7 @@ def kernel_available() -> bool:
 def __getattr__(name):
     # transformers is needed only for the DeBERTa integration: imported on first use.
     if name in ("optimize_deberta", "restore_deberta", "use_packed_layout", "FallbackError",
-                "reset_fallback_warnings"):
+                "reset_fallback_warnings", "reset_graphs"):
         return getattr(importlib.import_module(f"{__name__}.deberta"), name)
     if name == "layers":  # The Hub kernels loader reads kernel.layers.
         return importlib.import_module(f"{__name__}.layers")

@@ -23,6 +23,9 @@ real positions match.
 
 Per layer, Q, K and V come from one GEMM and the projected position tables are reused across
 forwards while their parameters are unchanged (projections.py).
+
+With cuda_graphs=True (padded layout), each encoder records its kernel path as a CUDA graph per
+batch shape and replays it (encoder_graphs.py); the eager path runs wherever a graph cannot.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from transformers.models.deberta_v2.modeling_deberta_v2 import (DebertaV2Encoder
                                                                 DisentangledSelfAttention)
 
 from . import _native, ops, projections
+from .encoder_graphs import EncoderGraphs
 from .layer_tail import layer_tail
 from .packing import PackedLayout, pack, packed_layout, unpack, unpack_all
 from .relative_positions import PositionSettings, attention_scale, build_slot_table
@@ -179,6 +183,24 @@ def encoder_forward(encoder: DebertaV2Encoder, hidden_states, attention_mask,
                                         output_attentions=output_attentions,
                                         query_states=query_states, relative_pos=relative_pos,
                                         return_dict=return_dict)
+    graphs = encoder._dflash_graphs
+    states = None
+    if graphs is not None and graphs.applies(hidden_states, attention_mask):
+        states = graphs.forward(encoder, hidden_states, attention_mask, output_hidden_states)
+    if states is None:
+        states = _encode(encoder, hidden_states, attention_mask, output_hidden_states)
+    all_hidden_states = (hidden_states,) + tuple(states) if output_hidden_states else None
+    last = states[-1] if states else hidden_states  # an encoder of no layers
+    if not return_dict:
+        return tuple(v for v in [last, all_hidden_states] if v is not None)
+    return BaseModelOutput(last_hidden_state=last, hidden_states=all_hidden_states,
+                           attentions=None)
+
+
+def _encode(encoder: DebertaV2Encoder, hidden_states: torch.Tensor,
+            attention_mask: torch.Tensor, keep_all: bool) -> list[torch.Tensor]:
+    """The kernel path: the layers' output states, padded [B, L, H] each: every layer's
+    (`keep_all`) or the last one's."""
     slot_table = encoder.dflash_slot_table if encoder._dflash_positions_id >= 0 else None
     packing: PackedLayout | None = None
     if encoder._dflash_layout == "packed":
@@ -199,21 +221,12 @@ def encoder_forward(encoder: DebertaV2Encoder, hidden_states, attention_mask,
             padded = unpack(states, packing) if packing is not None else states
             padded = encoder.conv(hidden_states, padded, attention_mask)
             states = pack(padded, packing) if packing is not None else padded
-        if output_hidden_states:
+        if keep_all:
             layer_states.append(states)
-    all_hidden_states = None
-    if output_hidden_states:
-        # Packed: every layer's states unpacked by one copy (DebertaV2Model asks for all).
-        all_hidden_states = (hidden_states,) + (
-            unpack_all(layer_states, packing) if packing is not None and layer_states
-            else tuple(layer_states))
-        last = all_hidden_states[-1]
-    else:
-        last = unpack(states, packing) if packing is not None else states
-    if not return_dict:
-        return tuple(v for v in [last, all_hidden_states] if v is not None)
-    return BaseModelOutput(last_hidden_state=last, hidden_states=all_hidden_states,
-                           attentions=None)
+    if packing is None:
+        return layer_states if keep_all else [states]
+    # Packed: every layer's states unpacked by one copy (DebertaV2Model asks for all).
+    return list(unpack_all(layer_states, packing)) if keep_all else [unpack(states, packing)]
 
 
 def _fallback_reason(encoder, hidden_states, attention_mask, output_attentions,
@@ -266,14 +279,19 @@ def _static_reason(attention: DisentangledSelfAttention, settings: PositionSetti
     return None
 
 
-def prepare_encoder(encoder: DebertaV2Encoder, *, layout: str, fallback: str) -> None:
+def prepare_encoder(encoder: DebertaV2Encoder, *, layout: str, fallback: str,
+                    graphs: EncoderGraphs | None = None) -> None:
     """Attaches what the kernel path needs to `encoder`: the slot table (a non-persistent buffer,
     so checkpoints keep their keys and .to() moves it), its positions id, the layout, the fallback
-    mode and the reasons that rule the kernel out for this model whatever the inputs."""
+    mode, the graphs it replays (None: eager) and the reasons that rule the kernel out for this
+    model whatever the inputs."""
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if fallback not in FALLBACK_MODES:
         raise ValueError(f"fallback must be one of {FALLBACK_MODES}, got {fallback!r}")
+    if graphs is not None and layout != "padded":
+        raise ValueError("cuda_graphs needs layout='padded' (a packed batch's token count, and "
+                         "so its shapes, is known only after reading its mask)")
     attention = encoder.layer[0].attention.self
     settings = None
     settled = True
@@ -286,39 +304,58 @@ def prepare_encoder(encoder: DebertaV2Encoder, *, layout: str, fallback: str) ->
         settled = table.settled
         positions_id = ops.register_slot_table(table)
         encoder._buffers.pop("dflash_slot_table", None)
-        encoder.register_buffer("dflash_slot_table",
-                                torch.tensor(table.table, dtype=torch.int32,
-                                             device=encoder.rel_embeddings.weight.device),
-                                persistent=False)
+        with torch.inference_mode(False):  # a normal tensor even if prepared in inference mode
+            slots = torch.tensor(table.table, dtype=torch.int32,
+                                 device=encoder.rel_embeddings.weight.device)
+        encoder.register_buffer("dflash_slot_table", slots, persistent=False)
     library_error = _native.load_error()
     encoder._dflash_layout = layout
     encoder._dflash_fallback = fallback
+    encoder._dflash_graphs = graphs
     encoder._dflash_positions_id = positions_id
     encoder._dflash_static_reason = _static_reason(attention, settings, settled)
     encoder._dflash_library_error = (
         None if library_error is None else f"the attention library is unavailable: {library_error}")
 
 
-def optimize_deberta(model: torch.nn.Module, *, layout: str = "padded",
-                     fallback: str = "warn") -> torch.nn.Module:
+def optimize_deberta(model: torch.nn.Module, *, layout: str = "padded", fallback: str = "warn",
+                     cuda_graphs: bool = False, graph_length_multiple: int = 16,
+                     max_graphs: int = 64) -> torch.nn.Module:
     """Swaps the attention of every DeBERTa-v2/v3 encoder in `model` for the fused kernel, in place.
 
     `model`: a transformers DebertaV2Model or any model holding one (sequence / token
     classification, question answering, ...). `layout`: "padded" or "packed" (see the module
     docstring). `fallback`: "warn" (stock forward with a one-time warning where the kernel cannot
-    run), "error" (raise FallbackError instead) or "silent". Returns `model`.
+    run), "error" (raise FallbackError instead) or "silent". `cuda_graphs` (padded layout only):
+    record each encoder's forward as a CUDA graph per batch shape, lengths rounded up to
+    `graph_length_multiple`, at most `max_graphs` kept, and replay it (encoder_graphs.py; for
+    short sequences, where the host bounds the eager forward). Returns `model`.
     """
     encoders = [m for m in model.modules() if isinstance(m, DebertaV2Encoder)]
     if not encoders:
         raise TypeError(f"{type(model).__name__} holds no DeBERTa-v2/v3 encoder (DebertaV2Encoder)")
     for encoder in encoders:
-        prepare_encoder(encoder, layout=layout, fallback=fallback)
+        graphs = (EncoderGraphs(_encode, graph_length_multiple, max_graphs) if cuda_graphs
+                  else None)
+        prepare_encoder(encoder, layout=layout, fallback=fallback, graphs=graphs)
         encoder.__class__ = DflashDebertaV2Encoder
     return model
 
 
-_STATE = ("_dflash_layout", "_dflash_fallback", "_dflash_positions_id", "_dflash_static_reason",
-          "_dflash_library_error")
+def reset_graphs(model: torch.nn.Module) -> int:
+    """Drops the CUDA graphs recorded by optimize_deberta(..., cuda_graphs=True) encoders in
+    `model`, freeing their memory; later forwards record again. Returns how many were dropped."""
+    dropped = 0
+    for module in model.modules():
+        graphs = module.__dict__.get("_dflash_graphs")
+        if graphs is not None:
+            dropped += len(graphs)
+            graphs.clear()
+    return dropped
+
+
+_STATE = ("_dflash_layout", "_dflash_fallback", "_dflash_graphs", "_dflash_positions_id",
+          "_dflash_static_reason", "_dflash_library_error")
 
 
 def restore_deberta(model: torch.nn.Module) -> torch.nn.Module:

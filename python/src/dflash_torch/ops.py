@@ -130,7 +130,7 @@ class _Tuning:
 tuning = _Tuning()
 
 
-def _allow_tf32() -> bool:
+def allow_tf32() -> bool:
     matmul = torch.backends.cuda.matmul
     precision = getattr(matmul, "fp32_precision", None)
     if precision is not None and precision != "none":
@@ -202,7 +202,7 @@ class _Launch:
         args.struct_size = ctypes.sizeof(_native.Args)
         args.device = device
         args.dtype = dtype_code
-        args.allow_tf32 = int(q.dtype == torch.float32 and _allow_tf32())
+        args.allow_tf32 = int(q.dtype == torch.float32 and allow_tf32())
         args.num_heads = num_heads
         args.head_dim = hd // num_heads
         strides = tuple(_row_stride(x, rows_dim) for x in (q, k, v))
@@ -368,10 +368,10 @@ attention_packed.register_autograd(_no_backward)
 
 
 if hasattr(torch._C, "_len_torch_dispatch_stack"):
-    def _no_dispatch_mode() -> bool:
+    def no_dispatch_mode() -> bool:
         return torch._C._len_torch_dispatch_stack() == 0
 else:
-    def _no_dispatch_mode() -> bool:
+    def no_dispatch_mode() -> bool:
         return False
 
 
@@ -381,7 +381,7 @@ def _direct(q: torch.Tensor, *tensors: torch.Tensor | None) -> bool:
     the op would only forward to _forward. Elsewhere the op runs, so tracers see it and its fake
     and autograd registrations apply."""
     return (type(q) is torch.Tensor and q.is_cuda and not torch.compiler.is_compiling()
-            and _no_dispatch_mode()
+            and no_dispatch_mode()
             and not (torch.is_grad_enabled()
                      and any(t is not None and t.requires_grad for t in (q,) + tensors)))
 
