@@ -3,7 +3,8 @@
 
 Every pair of the MNLI-like set (bench/engine/mnli_like_pairs.py: 9,815 pairs) runs in arrival
 order at --batch (8) through stock transformers in float32 (TF32 off: the reference decisions) and
-float16, and through optimize_deberta in float16, padded and packed.
+float16, and through optimize_deberta in float16, padded, packed and padded with cuda_graphs=True
+("graphs").
 
 Which pairs fp16 can decide: the fp16 error is the largest absolute logit difference of
 transformers' own float16 run from its float32 run over the whole set. On every pair whose float32
@@ -32,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 
 import engine_common as common  # noqa: E402
 
+VARIANTS = ("padded", "packed", "graphs")
+
 
 def logits_of(run, batches):
     import torch
@@ -42,7 +45,8 @@ def logits_of(run, batches):
 
 
 def decision_counts(logits):
-    """The report's counts from {"reference_fp32", "stock_fp16", "ours_padded", "ours_packed"}."""
+    """The report's counts from {"reference_fp32", "stock_fp16", "ours_padded", "ours_packed",
+    "ours_graphs" (absent from older logits files)}."""
     reference, stock16 = logits["reference_fp32"], logits["stock_fp16"]
     top2 = np.sort(reference, axis=1)[:, -2:]
     margin = top2[:, 1] - top2[:, 0]
@@ -56,7 +60,7 @@ def decision_counts(logits):
               "eligible_pairs": int((margin > global_error).sum()),
               "eligible_pairs_twice_own_stock_error": int((margin > 2 * stock_error).sum())}
     passed = True
-    for layout in ("padded", "packed"):
+    for layout in [v for v in VARIANTS if f"ours_{v}" in logits]:
         ours = logits[f"ours_{layout}"]
         ours_error = np.abs(ours - reference).max(axis=1)
         mismatch = ours.argmax(axis=1) != decisions
@@ -112,8 +116,10 @@ def main():
     model16 = copy.deepcopy(model32).to(torch.float16)
     del model32
     logits["stock_fp16"] = logits_of(model_variants.stock(model16), batches)
-    for layout in ("padded", "packed"):
-        logits[f"ours_{layout}"] = logits_of(model_variants.ours(model16, layout), batches)
+    for variant in VARIANTS:
+        layout, options = ("padded", {"cuda_graphs": True}) if variant == "graphs" else (variant, {})
+        logits[f"ours_{variant}"] = logits_of(model_variants.ours(model16, layout, **options),
+                                              batches)
     result = {"model": args.model, "pairs": len(sequences), "batch": args.batch, "dtype": "fp16",
               "versions": model_variants.peer_versions(), **decision_counts(logits)}
     if args.logits:

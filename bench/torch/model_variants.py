@@ -5,6 +5,7 @@ stream-ordered copies) instead of reading the device mask, which waits for the q
 
   stock        transformers eager (the only DeBERTa-v2 attention in transformers 5.17)
   ours         dflash_torch.optimize_deberta, layout "padded" (key mask) or "packed" (cu_seqlens)
+  ours_graphs  "ours" padded with cuda_graphs=True (an encoder graph per batch shape, replayed)
   ours_floor   timing only: "ours" with the attention op replaced by nothing (its context is V),
                so every other module of the layer runs as in "ours": the floor no attention-only
                replacement can go below (its logits are meaningless)
@@ -68,8 +69,9 @@ def _packed_layout(mask, host_mask):
     return packing.packed_layout(host_mask).to(mask.device)
 
 
-def ours(model, layout):
-    model = dflash_torch.optimize_deberta(copy.deepcopy(model), layout=layout, fallback="error")
+def ours(model, layout, **options):
+    model = dflash_torch.optimize_deberta(copy.deepcopy(model), layout=layout, fallback="error",
+                                          **options)
     if layout == "padded":
         return lambda ids, mask, host_mask=None: model(input_ids=ids, attention_mask=mask).logits
 
@@ -136,13 +138,15 @@ def fd(model):
 
 
 def make(name, model, lengths=()):
-    """`name`: stock, ours_padded, ours_packed, ours_floor_padded, ours_floor_packed, df_padded,
-    df_packed, fd. `lengths`: the padded
+    """`name`: stock, ours_padded, ours_packed, ours_floor_padded, ours_floor_packed,
+    ours_graphs_padded, df_padded, df_packed, fd. `lengths`: the padded
     lengths of the batches the variant will see (df_padded prepares one plan per length)."""
     if name == "stock":
         return stock(model)
     if name.startswith("ours_floor_"):
         return ours_floor(model, name[len("ours_floor_"):])
+    if name.startswith("ours_graphs_"):
+        return ours(model, name[len("ours_graphs_"):], cuda_graphs=True)
     if name.startswith("ours_"):
         return ours(model, name[len("ours_"):])
     if name.startswith("df_"):

@@ -7,8 +7,10 @@
                keeps the logits; one copy of all logits to the host and a synchronize end it
                (bench/engine/hf_baseline.py's method). Variants (model_variants.py): stock eager,
                ours padded / packed, ours with the attention op skipped (ours_floor_s: the rest
-               of the model, the floor of any attention-only replacement), DisentangledFlash
-               1.1.1 padded / packed, FlashDeBERTa 0.0.8;
+               of the model, the floor of any attention-only replacement), ours padded with
+               cuda_graphs=True (ours_graphs_s; ours_graphs_first_pass_s is its first timed pass,
+               which records most of its graphs), DisentangledFlash 1.1.1 padded / packed,
+               FlashDeBERTa 0.0.8;
                both packed variants build their layout from the pinned host mask (no device read).
                Seconds: the best of --repeats passes after a warm-up.
   compile      batches of 64 sorted by length, padded to multiples of 64: stock and ours
@@ -46,7 +48,7 @@ from dflash_torch import _native, ops  # noqa: E402
 from dflash_torch.relative_positions import PositionSettings, build_slot_table  # noqa: E402
 
 E2E_VARIANTS = ("stock", "ours_padded", "ours_packed", "ours_floor_padded", "ours_floor_packed",
-                "df_padded", "df_packed", "fd")
+                "ours_graphs_padded", "df_padded", "df_packed", "fd")
 
 
 def host_batches(sequences, batch, sort=False, multiple=1):
@@ -75,17 +77,19 @@ def timed_pass(run, batches):
     return time.perf_counter() - start
 
 
-def best_of(run, batches, repeats, warmup):
+def passes(run, batches, repeats, warmup):
     with torch.inference_mode():
         for ids, mask in batches[:warmup]:
             run(ids.cuda(), mask.cuda(), mask)
-        return min(timed_pass(run, batches) for _ in range(repeats))
+        return [timed_pass(run, batches) for _ in range(repeats)]
 
 
-def measure(name, make, batches, repeats, warmup, errors):
+def measure_passes(name, make, batches, repeats, warmup, errors):
+    """Seconds of each timed pass after `warmup` batches, or None where the variant failed."""
     try:
-        seconds = best_of(make(), batches, repeats, warmup)
-        print(f"  {name}: {seconds:.3f} s", flush=True)
+        seconds = passes(make(), batches, repeats, warmup)
+        print(f"  {name}: best {min(seconds):.3f} s, passes "
+              f"{', '.join(f'{s:.3f}' for s in seconds)}", flush=True)
         return seconds
     except Exception as error:  # a peer that cannot run here is reported, not fatal
         errors[name] = f"{type(error).__name__}: {error}"
@@ -96,21 +100,32 @@ def measure(name, make, batches, repeats, warmup, errors):
         torch.cuda.empty_cache()
 
 
+def measure(name, make, batches, repeats, warmup, errors):
+    """The best pass's seconds, or None."""
+    seconds = measure_passes(name, make, batches, repeats, warmup, errors)
+    return None if seconds is None else min(seconds)
+
+
 def e2e_rows(model, sequences, batch_sizes, repeats, errors):
     rows = []
     for batch in batch_sizes:
         print(f"e2e mnli_like batch {batch}", flush=True)
         batches = host_batches(sequences, batch)
         lengths = {ids.shape[1] for ids, _ in batches}
-        seconds = {name: measure(f"{name} b{batch}",
-                                 lambda name=name: model_variants.make(name, model, lengths),
-                                 batches, repeats, 4, errors)
-                   for name in E2E_VARIANTS}
+        timed = {name: measure_passes(f"{name} b{batch}",
+                                      lambda name=name: model_variants.make(name, model, lengths),
+                                      batches, repeats, 4, errors)
+                 for name in E2E_VARIANTS}
+        seconds = {name: None if t is None else min(t) for name, t in timed.items()}
+        graphed = timed["ours_graphs_padded"]
         for layout in ("padded", "packed"):
+            padded = layout == "padded"
             rows.append({"workload": "mnli_like", "batch": batch, "layout": layout,
                          "eager_s": seconds["stock"], "df_s": seconds[f"df_{layout}"],
                          "fd_s": seconds["fd"], "ours_s": seconds[f"ours_{layout}"],
                          "ours_floor_s": seconds[f"ours_floor_{layout}"],
+                         "ours_graphs_s": seconds["ours_graphs_padded"] if padded else None,
+                         "ours_graphs_first_pass_s": graphed[0] if padded and graphed else None,
                          "compiled_s": None, "ours_compiled_s": None})
     return rows
 
