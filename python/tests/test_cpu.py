@@ -595,6 +595,24 @@ class ProjectionsTest(unittest.TestCase):
         got = kernel_logits(model, ids, mask)
         self.assertLess(relative_l2(got, stock_logits(third, ids, mask)), 1e-5)
 
+    def test_inference_tensor_parameters_are_not_cached(self):
+        stock = make_model()
+        with torch.inference_mode():  # parameters copied here are inference tensors
+            model = dflash_torch.optimize_deberta(copy.deepcopy(stock), fallback="error")
+        self.assertTrue(model.deberta.encoder.layer[0].attention.self.query_proj.weight
+                        .is_inference())
+        ids, mask = batch([6, 4], 6)
+        with torch.inference_mode(), KernelOnCpu():
+            got = model(input_ids=ids, attention_mask=mask).logits
+            # An in-place update inside inference_mode bumps no version counter: nothing cached.
+            for module in (model, stock):
+                module.deberta.encoder.layer[0].attention.self.key_proj.weight.mul_(1.5)
+            updated = model(input_ids=ids, attention_mask=mask).logits
+        self.assertLess(relative_l2(got, stock_logits(make_model(), ids, mask)), 1e-5)
+        self.assertLess(relative_l2(updated, stock_logits(stock, ids, mask)), 1e-5)
+        for name in projections.CACHE_ATTRIBUTES:
+            self.assertNotIn(name, model.deberta.encoder.layer[0].attention.self.__dict__)
+
     def test_no_cache_when_autograd_needs_the_projections(self):
         model = make_model()
         encoder = model.deberta.encoder

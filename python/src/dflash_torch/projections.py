@@ -14,7 +14,8 @@ dtype or shape) at the same address while the stamp refers to it; only a new vie
 storage at the same address (`.data = weight.view(...)`) would go unseen.
 
 Caching is off, and each forward computes from the parameters as transformers does, when:
-autograd needs the result (grad mode on and a source requires grad: the stacked weight is then
+a source is an inference tensor (made under inference_mode, e.g. a model copied there), autograd
+needs the result (grad mode on and a source requires grad: the stacked weight is then
 a differentiable torch.cat), torch.compile traces (a version counter is a run-time value the
 graph cannot branch on), or a projection is not a plain nn.Linear or carries forward hooks or a
 replaced forward (which must run: the projections are then called one by one).
@@ -33,10 +34,14 @@ _POSITIONS = "_dflash_positions_cache"
 CACHE_ATTRIBUTES = (_QKV, _POSITIONS)
 
 
-def _stamp(tensors) -> list:
+def _stamp(tensors) -> list | None:
     # (version, pointer) suffices: the entry's aliases keep a source's storage alive, so a tensor
-    # of another dtype, device or shape cannot appear at its address.
-    return [(t._version, t.data_ptr()) for t in tensors]
+    # of another dtype, device or shape cannot appear at its address. None: a source is an
+    # inference tensor, whose in-place updates (inside inference_mode) no counter records.
+    try:
+        return [(t._version, t.data_ptr()) for t in tensors]
+    except RuntimeError:
+        return None
 
 
 def hooked(modules) -> bool:
@@ -60,6 +65,8 @@ def _cached(owner: nn.Module, attribute: str, sources: list[torch.Tensor],
             build: Callable[[], object]):
     """build()'s value, reused while `sources` are unchanged (stamp in the module docstring)."""
     stamp = _stamp(sources)
+    if stamp is None:
+        return build()
     entry = owner.__dict__.get(attribute)
     if entry is not None and entry[0] == stamp:
         return entry[2]
