@@ -15,15 +15,15 @@ when a graph is destroyed) cannot hand it to a tensor outside the graphs while a
 address. Later forwards of the key copy their inputs into the static buffers, replay the graph
 on the caller's current stream and copy the outputs out, so the caller owns them and no later
 replay overwrites them. Rounding the length up (masked keys, zero states) lets varied lengths
-share a few graphs; outputs are cut back to the caller's length. Real positions compute what the eager
-forward computes, up to the rounding of GEMMs of another shape.
+share a few graphs; outputs are cut back to the caller's length. Real positions compute what the
+eager forward computes, up to the rounding of GEMMs of another shape.
 
 Memory: an encoder's graphs record into one pool, and their inputs and outputs are views of
 static buffers sized for the largest key seen (grown by doubling), so memory stays near one
 forward's worth however many graphs exist (at most `max_graphs`: recording one more drops them
-all, as destroying one graph may free the cuBLAS workspace all share). Replays therefore take turns: a replay on another stream than the last one waits for it,
-calls from several threads are serialised by a lock, and memory is let go only after the last
-replay has finished.
+all, as destroying one graph may free the cuBLAS workspace all share). Replays therefore take
+turns: a replay on another stream than the last one waits for it, calls from several threads are
+serialised by a lock, and memory is let go only after the last replay has finished.
 
 Validity: a graph reads the parameters and the projection caches at fixed addresses. Every graphed
 forward stamps the encoder's modules (each child's identity, training flag and hooks) and their
@@ -37,6 +37,7 @@ torch.compile, dispatch modes, a capture the caller runs, autocast and tensors o
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import warnings
@@ -165,10 +166,10 @@ class EncoderGraphs:
             if (state["training"] or state["_forward_hooks"] or state["_forward_pre_hooks"]
                     or "forward" in state):
                 return None
-            tensors = state["_parameters"]
-            if state["_buffers"]:
-                tensors = {**tensors, **{f"buffer {k}": v for k, v in state["_buffers"].items()}}
-            for tensor in tensors.values():
+            tensors = state["_parameters"].values()
+            if state["_buffers"]:  # few modules have any: no chain for the rest
+                tensors = itertools.chain(tensors, state["_buffers"].values())
+            for tensor in tensors:
                 if tensor is not None:
                     try:
                         append(tensor._version)
@@ -207,7 +208,7 @@ class EncoderGraphs:
                 recorded = self._graphs.get(key)
                 if recorded is None:
                     states = self._encode(encoder, hidden_states, attention_mask, keep_all)
-                    self._record(encoder, key, hidden_states, attention_mask, length)
+                    self._record(encoder, key)
                     return states
                 self._fill(recorded, hidden_states, attention_mask, length)
                 recorded.graph.replay()
@@ -238,7 +239,9 @@ class EncoderGraphs:
             recorded.hidden[:, length:].zero_()
             recorded.mask[:, length:].zero_()
 
-    def _record(self, encoder, key, hidden_states, attention_mask, length) -> None:
+    def _record(self, encoder, key) -> None:
+        # Recording runs nothing, so the static inputs need no contents yet: each replay fills
+        # them.
         batch, padded, width, dtype, mask_dtype, device, keep_all, _ = key
         layers = len(encoder.layer) if keep_all else 1
         hidden, hidden_flat = self._buffers.view("hidden", (batch, padded, width), dtype, device)
@@ -246,7 +249,6 @@ class EncoderGraphs:
         states, states_flat = self._buffers.view("states", (layers, batch, padded, width), dtype,
                                                  device)
         recorded = _Recorded(torch.cuda.CUDAGraph(), hidden, mask, states, ())
-        self._fill(recorded, hidden_states, attention_mask, length)
         index = device.index if device.index is not None else torch.cuda.current_device()
         if index not in self._pools:
             self._pools[index] = torch.cuda.graph_pool_handle()
@@ -281,8 +283,8 @@ class EncoderGraphs:
         self.recorded += 1
         if len(self._graphs) > self.max_graphs:
             # Destroying a graph may release its stream's cuBLAS workspace, which every graph
-            # recorded on that stream shares: all go (recording costs about two eager forwards;
-            # with rounded lengths max_graphs is seldom reached).
+            # recorded on that stream shares: all go (recording costs an eager forward and its
+            # capture; with rounded lengths max_graphs is seldom reached).
             stamp, modules = self._stamp, self._modules
             self._clear()
             self._stamp, self._modules = stamp, modules
