@@ -3,8 +3,8 @@
 
 Every pair of the MNLI-like set (bench/engine/mnli_like_pairs.py: 9,815 pairs) runs in arrival
 order at --batch (8) through stock transformers in float32 (TF32 off: the reference decisions) and
-float16, and through optimize_deberta in float16, padded, packed and padded with cuda_graphs=True
-("graphs").
+float16, and through optimize_deberta in float16, padded, packed, and padded and packed with
+cuda_graphs=True ("graphs", "graphs_packed").
 
 Which pairs fp16 can decide: the fp16 error is the largest absolute logit difference of
 transformers' own float16 run from its float32 run over the whole set. On every pair whose float32
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 
 import engine_common as common  # noqa: E402
 
-VARIANTS = ("padded", "packed", "graphs")
+VARIANTS = ("padded", "packed", "graphs", "graphs_packed")
 
 
 def logits_of(run, batches):
@@ -46,7 +46,7 @@ def logits_of(run, batches):
 
 def decision_counts(logits):
     """The report's counts from {"reference_fp32", "stock_fp16", "ours_padded", "ours_packed",
-    "ours_graphs" (absent from older logits files)}."""
+    "ours_graphs", "ours_graphs_packed" (the last two absent from older logits files)}."""
     reference, stock16 = logits["reference_fp32"], logits["stock_fp16"]
     top2 = np.sort(reference, axis=1)[:, -2:]
     margin = top2[:, 1] - top2[:, 0]
@@ -117,7 +117,9 @@ def main():
     del model32
     logits["stock_fp16"] = logits_of(model_variants.stock(model16), batches)
     for variant in VARIANTS:
-        layout, options = ("padded", {"cuda_graphs": True}) if variant == "graphs" else (variant, {})
+        layout, options = {"graphs": ("padded", {"cuda_graphs": True}),
+                           "graphs_packed": ("packed", {"cuda_graphs": True})}.get(
+                               variant, (variant, {}))
         logits[f"ours_{variant}"] = logits_of(model_variants.ours(model16, layout, **options),
                                               batches)
     result = {"model": args.model, "pairs": len(sequences), "batch": args.batch, "dtype": "fp16",

@@ -5,7 +5,8 @@ stream-ordered copies) instead of reading the device mask, which waits for the q
 
   stock        transformers eager (the only DeBERTa-v2 attention in transformers 5.17)
   ours         dflash_torch.optimize_deberta, layout "padded" (key mask) or "packed" (cu_seqlens)
-  ours_graphs  "ours" padded with cuda_graphs=True (an encoder graph per batch shape, replayed)
+  ours_graphs  "ours" padded or packed with cuda_graphs=True (an encoder graph per batch shape,
+               and for packed per rounded token count, replayed)
   ours_floor   timing only: "ours" with the attention op replaced by nothing (its context is V),
                so every other module of the layer runs as in "ours": the floor no attention-only
                replacement can go below (its logits are meaningless)
@@ -139,7 +140,7 @@ def fd(model):
 
 def make(name, model, lengths=()):
     """`name`: stock, ours_padded, ours_packed, ours_floor_padded, ours_floor_packed,
-    ours_graphs_padded, df_padded, df_packed, fd. `lengths`: the padded
+    ours_graphs_padded, ours_graphs_packed, df_padded, df_packed, fd. `lengths`: the padded
     lengths of the batches the variant will see (df_padded prepares one plan per length)."""
     if name == "stock":
         return stock(model)

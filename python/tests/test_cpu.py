@@ -166,6 +166,26 @@ class PackingTest(unittest.TestCase):
             self.assertTrue(ours.is_contiguous())
             self.assertTrue(torch.equal(ours, packing.unpack(one, layout, fill=-1.0)))
 
+    def test_fixed_shape_layout_equals_the_layout_plus_extra_sequences(self):
+        cases = (([5, 1, 7], 9, False), ([2, 6, 0], 8, True), ([8, 8], 9, False))
+        for lengths, length, left in cases:
+            _, mask = batch(lengths, length, left=left)
+            exact = packing.packed_layout(mask)
+            count = exact.total_tokens
+            for tokens, extra in ((count, 0), (count + 3, 1), (count + 11, 3)):
+                got = packing.fixed_shape_layout(mask, tokens, 8, extra)
+                message = f"{lengths} left={left} tokens={tokens}"
+                self.assertEqual((got.batch, got.length, got.max_seqlen), (len(lengths), length, 8))
+                self.assertTrue(torch.equal(got.index[:count], exact.index), message)
+                self.assertTrue(torch.all(got.index[count:] == len(lengths) * length - 1), message)
+                bounds = got.cu_seqlens.tolist()
+                self.assertEqual(got.cu_seqlens.dtype, torch.int32)
+                self.assertEqual(bounds[:len(lengths) + 1], exact.cu_seqlens.tolist(), message)
+                self.assertEqual(len(bounds), len(lengths) + 1 + extra, message)
+                self.assertEqual(bounds[-1], tokens, message)
+                sizes = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
+                self.assertTrue(all(0 <= n <= 8 for n in sizes[len(lengths):]), message)
+
 
 def fake_packed_inputs():
     """q [40, 12 x 64], pos [512, 768], a slot table and cu_seqlens of 3 sequences, fp16 on CUDA:
@@ -830,33 +850,79 @@ class CudaGraphsOptionTest(unittest.TestCase):
     recording and replay themselves are GPU tests)."""
 
     def test_options_are_checked(self):
-        with self.assertRaisesRegex(ValueError, "layout='padded'"):
-            dflash_torch.optimize_deberta(make_model(), layout="packed", cuda_graphs=True)
+        for layout in ("padded", "packed"):
+            model = dflash_torch.optimize_deberta(make_model(), layout=layout, cuda_graphs=True)
+            self.assertIsInstance(model.deberta.encoder._dflash_graphs,
+                                  encoder_graphs.EncoderGraphs)
         with self.assertRaisesRegex(ValueError, "length_multiple"):
             dflash_torch.optimize_deberta(make_model(), cuda_graphs=True, graph_length_multiple=0)
         with self.assertRaisesRegex(ValueError, "max_graphs"):
             dflash_torch.optimize_deberta(make_model(), cuda_graphs=True, max_graphs=0)
 
     def test_cpu_tensors_run_eagerly_and_restore_drops_the_graphs(self):
-        model = make_model()
-        ids, mask = batch([9, 4], 9)
-        with torch.no_grad():
-            expected = model(input_ids=ids, attention_mask=mask).logits
-        dflash_torch.optimize_deberta(model, fallback="error", cuda_graphs=True)
-        graphs = model.deberta.encoder._dflash_graphs
-        self.assertIsInstance(graphs, encoder_graphs.EncoderGraphs)
-        with torch.no_grad(), KernelOnCpu():
-            got = model(input_ids=ids, attention_mask=mask).logits
-        self.assertLess(relative_l2(got, expected), 1e-5)
-        self.assertEqual((graphs.recorded, len(graphs)), (0, 0))
-        self.assertEqual(dflash_torch.reset_graphs(model), 0)
-        dflash_torch.restore_deberta(model)
-        self.assertNotIn("_dflash_graphs", model.deberta.encoder.__dict__)
+        for layout in ("padded", "packed"):
+            model = make_model()
+            ids, mask = batch([9, 4], 9)
+            with torch.no_grad():
+                expected = model(input_ids=ids, attention_mask=mask).logits
+            dflash_torch.optimize_deberta(model, layout=layout, fallback="error",
+                                          cuda_graphs=True)
+            graphs = model.deberta.encoder._dflash_graphs
+            self.assertIsInstance(graphs, encoder_graphs.EncoderGraphs)
+            with torch.no_grad(), KernelOnCpu():
+                got = model(input_ids=ids, attention_mask=mask).logits
+            self.assertLess(relative_l2(got, expected), 1e-5, layout)
+            self.assertEqual((graphs.recorded, len(graphs)), (0, 0))
+            self.assertEqual(dflash_torch.reset_graphs(model), 0)
+            dflash_torch.restore_deberta(model)
+            self.assertNotIn("_dflash_graphs", model.deberta.encoder.__dict__)
+
+    def test_token_counts_round_up_by_at_most_an_eighth(self):
+        graphs = encoder_graphs.EncoderGraphs(deberta.run_layers, length_multiple=16)
+        keys = set()
+        for tokens in range(1, 5000):
+            key = graphs.tokens_key(tokens)
+            self.assertGreaterEqual(key, tokens)
+            self.assertLessEqual(key - tokens, max(16, tokens // 8), tokens)
+            keys.add(key)
+        self.assertLess(len(keys), 80)  # about eight per power of two
+
+    def test_the_packed_graphs_computation_equals_the_packed_forward(self):
+        """What a packed graph records, run eagerly on the CPU: the layers on the layout that
+        fixed_shape_layout computes from the static inputs (one padding position more per row,
+        extra rows in extra sequences), against the packed forward's real tokens; v3 and v2
+        (the ConvLayer unpacks and packs inside the graph)."""
+        cases = (({}, [9, 4, 13], 13), ({}, [16, 16], 16),
+                 (dict(conv_kernel_size=3, position_buckets=-1, max_relative_positions=-1,
+                       pos_att_type=["c2p", "p2c"], share_att_key=False), [7, 12, 3], 12))
+        for overrides, lengths, length in cases:
+            model = dflash_torch.optimize_deberta(make_model(**overrides), layout="packed",
+                                                  fallback="error")
+            encoder = model.deberta.encoder
+            ids, mask = batch(lengths, length)
+            graphs = encoder_graphs.EncoderGraphs(deberta.run_layers)
+            with torch.no_grad(), KernelOnCpu():
+                hidden = model.deberta.embeddings(input_ids=ids, mask=mask)
+                exact = packing.packed_layout(mask)
+                expected = deberta.run_layers(encoder, hidden, mask, True, exact)
+                padded = -(-length // 16) * 16
+                static_hidden = hidden.new_zeros(len(lengths), padded + 1, hidden.shape[-1])
+                static_hidden[:, :length] = hidden
+                static_mask = mask.new_zeros(len(lengths), padded + 1)
+                static_mask[:, :length] = mask
+                tokens = graphs.tokens_key(exact.total_tokens) + 16  # more rows than one step
+                layout = packing.fixed_shape_layout(static_mask, tokens, padded,
+                                                    -(-(tokens - exact.total_tokens) // padded))
+                got = deberta.run_layers(encoder, static_hidden, static_mask, True, layout)
+            self.assertEqual(len(got), len(expected))
+            for ours, theirs in zip(got, expected):
+                self.assertEqual(ours.shape[0], tokens)
+                self.assertLess(relative_l2(ours[:exact.total_tokens], theirs), 1e-6, overrides)
 
     def test_the_stamp_sees_every_change_a_graph_cannot(self):
         model = make_model()
         encoder = model.deberta.encoder
-        graphs = encoder_graphs.EncoderGraphs(deberta._encode)
+        graphs = encoder_graphs.EncoderGraphs(deberta.run_layers)
 
         def stamp():
             graphs._modules = list(encoder.modules())

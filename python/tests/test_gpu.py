@@ -7,6 +7,7 @@ Run on the GPU host: python -m pytest python/tests (bench/torch/run_on_gpu.sh do
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import sys
@@ -22,7 +23,7 @@ except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import dflash_torch  # noqa: E402
-from dflash_torch import deberta, ops, reference  # noqa: E402
+from dflash_torch import deberta, ops, packing, reference  # noqa: E402
 from dflash_torch.relative_positions import PositionSettings, build_slot_table  # noqa: E402
 
 HAVE_GPU = torch.cuda.is_available() and dflash_torch.kernel_available()
@@ -397,16 +398,25 @@ class CudaGraphsTest(unittest.TestCase):
         torch.backends.cudnn.allow_tf32 = False
 
     @staticmethod
-    def pair(shape="v3", dtype=torch.float32, **options):
+    def pair(shape="v3", dtype=torch.float32, layout="padded", **options):
         eager = random_model(shape, dtype)
-        dflash_torch.optimize_deberta(eager, fallback="error")
+        dflash_torch.optimize_deberta(eager, layout=layout, fallback="error")
         graphed = copy.deepcopy(eager)
-        dflash_torch.optimize_deberta(graphed, fallback="error", cuda_graphs=True, **options)
+        dflash_torch.optimize_deberta(graphed, layout=layout, fallback="error", cuda_graphs=True,
+                                      **options)
         return eager, graphed, graphed.deberta.encoder._dflash_graphs
 
     def assert_same(self, got, expected, tolerance, message=""):
         self.assertEqual(got.shape, expected.shape, message)
         self.assertLess(relative_l2(got, expected), tolerance, message)
+
+    def assert_same_outputs(self, got, expected, mask, tolerance, message):
+        """Logits and every hidden state's real positions."""
+        self.assert_same(got.logits, expected.logits, tolerance, message)
+        self.assertEqual(len(got.hidden_states), len(expected.hidden_states))
+        keep = mask.bool()
+        for ours, theirs in zip(got.hidden_states, expected.hidden_states):
+            self.assert_same(ours[keep], theirs[keep], tolerance, message)
 
     def test_replays_match_the_eager_forward(self):
         for shape, dtype, tolerance in (("v3", torch.float32, 1e-5), ("v2", torch.float32, 1e-5),
@@ -419,14 +429,42 @@ class CudaGraphsTest(unittest.TestCase):
                     expected = eager(input_ids=ids, attention_mask=mask,
                                      output_hidden_states=True)
                     got = graphed(input_ids=ids, attention_mask=mask, output_hidden_states=True)
-                    message = f"{shape} {dtype} {lengths}"
-                    self.assert_same(got.logits, expected.logits, tolerance, message)
-                    self.assertEqual(len(got.hidden_states), len(expected.hidden_states))
-                    keep = mask.bool()
-                    for ours, theirs in zip(got.hidden_states, expected.hidden_states):
-                        self.assert_same(ours[keep], theirs[keep], tolerance, message)
+                    self.assert_same_outputs(got, expected, mask, tolerance,
+                                             f"{shape} {dtype} {lengths}")
             # Lengths 130 and 128 round to 144 and 128 (multiple 16); 20 and 16 to 32 and 16;
             # the batch of two is another key: five graphs, each recorded once.
+            self.assertEqual((graphs.recorded, len(graphs)), (5, 5), f"{shape} {dtype}")
+
+    def test_packed_replays_match_the_eager_forward(self):
+        for shape, dtype, tolerance in (("v3", torch.float32, 1e-5), ("v2", torch.float32, 1e-5),
+                                        ("v3", torch.float16, 2e-3)):
+            eager, graphed, graphs = self.pair(shape, dtype, layout="packed")
+            batches = [[77, 12, 130, 5], [70, 3, 128, 9], [20, 20, 20, 20], [16] * 4, [33, 1]]
+            kept = None
+            with torch.inference_mode():
+                for given in (False, True, True):
+                    for lengths in batches:
+                        ids, mask = random_batch(lengths, seed=len(lengths) + max(lengths))
+                        expected = eager(input_ids=ids, attention_mask=mask,
+                                         output_hidden_states=True)
+                        # The layout from the host copy of the mask (no device read), or built
+                        # by the encoder from the device mask.
+                        layout = (dflash_torch.use_packed_layout(
+                            packing.packed_layout(mask.cpu())) if given
+                            else contextlib.nullcontext())
+                        with layout:
+                            got = graphed(input_ids=ids, attention_mask=mask,
+                                          output_hidden_states=True)
+                        message = f"{shape} {dtype} {lengths} given={given}"
+                        self.assert_same_outputs(got, expected, mask, tolerance, message)
+                        for ours in got.hidden_states[1:]:  # packed: zeros at padding
+                            self.assertEqual(float(ours[~mask.bool()].abs().sum()), 0.0, message)
+                        if kept is None and given:  # a replay's outputs, checked after others
+                            kept = (got.hidden_states, [h.clone() for h in got.hidden_states])
+            for now, then in zip(*kept):
+                self.assertTrue(torch.equal(now, then), f"{shape} {dtype}")
+            # Keys (batch, length rounded to 64, tokens rounded up by at most an eighth):
+            # (4, 192, 224), (4, 128, 224), (4, 64, 80), (4, 64, 64), (2, 64, 48).
             self.assertEqual((graphs.recorded, len(graphs)), (5, 5), f"{shape} {dtype}")
 
     def test_outputs_survive_later_replays(self):

@@ -24,8 +24,9 @@ real positions match.
 Per layer, Q, K and V come from one GEMM and the projected position tables are reused across
 forwards while their parameters are unchanged (projections.py).
 
-With cuda_graphs=True (padded layout), each encoder records its kernel path as a CUDA graph per
-batch shape and replays it (encoder_graphs.py); the eager path runs wherever a graph cannot.
+With cuda_graphs=True, each encoder records its kernel path as a CUDA graph per batch shape (and
+for the packed layout per rounded token count) and replays it (encoder_graphs.py); the eager path
+runs wherever a graph cannot.
 """
 
 from __future__ import annotations
@@ -184,11 +185,14 @@ def encoder_forward(encoder: DebertaV2Encoder, hidden_states, attention_mask,
                                         query_states=query_states, relative_pos=relative_pos,
                                         return_dict=return_dict)
     graphs = encoder._dflash_graphs
-    states = None
+    states = packing = None
     if graphs is not None and graphs.applies(hidden_states, attention_mask):
-        states = graphs.forward(encoder, hidden_states, attention_mask, output_hidden_states)
+        if encoder._dflash_layout == "packed":
+            packing = _encoder_packing(attention_mask, hidden_states.device)
+        states = graphs.forward(encoder, hidden_states, attention_mask, output_hidden_states,
+                                packing)
     if states is None:
-        states = _encode(encoder, hidden_states, attention_mask, output_hidden_states)
+        states = _encode(encoder, hidden_states, attention_mask, output_hidden_states, packing)
     all_hidden_states = (hidden_states,) + tuple(states) if output_hidden_states else None
     last = states[-1] if states else hidden_states  # an encoder of no layers
     if not return_dict:
@@ -198,13 +202,28 @@ def encoder_forward(encoder: DebertaV2Encoder, hidden_states, attention_mask,
 
 
 def _encode(encoder: DebertaV2Encoder, hidden_states: torch.Tensor,
-            attention_mask: torch.Tensor, keep_all: bool) -> list[torch.Tensor]:
-    """The kernel path: the layers' output states, padded [B, L, H] each: every layer's
-    (`keep_all`) or the last one's."""
-    slot_table = encoder.dflash_slot_table if encoder._dflash_positions_id >= 0 else None
-    packing: PackedLayout | None = None
-    if encoder._dflash_layout == "packed":
+            attention_mask: torch.Tensor, keep_all: bool,
+            packing: PackedLayout | None = None) -> list[torch.Tensor]:
+    """The kernel path in the encoder's layout: the layers' output states, padded [B, L, H] each:
+    every layer's (`keep_all`) or the last one's. `packing`: the packed layout's, where the
+    caller has it already."""
+    if encoder._dflash_layout != "packed":
+        return run_layers(encoder, hidden_states, attention_mask, keep_all)
+    if packing is None:
         packing = _encoder_packing(attention_mask, hidden_states.device)
+    states = run_layers(encoder, hidden_states, attention_mask, keep_all, packing)
+    # Every layer's states unpacked by one copy (DebertaV2Model asks for all).
+    return list(unpack_all(states, packing)) if keep_all else [unpack(states[0], packing)]
+
+
+def run_layers(encoder: DebertaV2Encoder, hidden_states: torch.Tensor,
+               attention_mask: torch.Tensor, keep_all: bool,
+               packing: PackedLayout | None = None) -> list[torch.Tensor]:
+    """The encoder's layers with the fused attention on padded `hidden_states` [B, L, H]: their
+    output states, every layer's (`keep_all`) or the last one's, padded [B, L, H] each, or with
+    `packing` the packed tokens' [T, H] each (not unpacked)."""
+    slot_table = encoder.dflash_slot_table if encoder._dflash_positions_id >= 0 else None
+    if packing is not None:
         states = pack(hidden_states, packing)
         layout = _PackedSequences(packing.cu_seqlens, packing.max_seqlen, slot_table,
                                   encoder._dflash_positions_id, ops.LaunchCache())
@@ -223,10 +242,7 @@ def _encode(encoder: DebertaV2Encoder, hidden_states: torch.Tensor,
             states = pack(padded, packing) if packing is not None else padded
         if keep_all:
             layer_states.append(states)
-    if packing is None:
-        return layer_states if keep_all else [states]
-    # Packed: every layer's states unpacked by one copy (DebertaV2Model asks for all).
-    return list(unpack_all(layer_states, packing)) if keep_all else [unpack(states, packing)]
+    return layer_states if keep_all else [states]
 
 
 def _fallback_reason(encoder, hidden_states, attention_mask, output_attentions,
@@ -289,9 +305,6 @@ def prepare_encoder(encoder: DebertaV2Encoder, *, layout: str, fallback: str,
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     if fallback not in FALLBACK_MODES:
         raise ValueError(f"fallback must be one of {FALLBACK_MODES}, got {fallback!r}")
-    if graphs is not None and layout != "padded":
-        raise ValueError("cuda_graphs needs layout='padded' (a packed batch's token count, and "
-                         "so its shapes, is known only after reading its mask)")
     attention = encoder.layer[0].attention.self
     settings = None
     settled = True
@@ -326,16 +339,17 @@ def optimize_deberta(model: torch.nn.Module, *, layout: str = "padded", fallback
     `model`: a transformers DebertaV2Model or any model holding one (sequence / token
     classification, question answering, ...). `layout`: "padded" or "packed" (see the module
     docstring). `fallback`: "warn" (stock forward with a one-time warning where the kernel cannot
-    run), "error" (raise FallbackError instead) or "silent". `cuda_graphs` (padded layout only):
-    record each encoder's forward as a CUDA graph per batch shape, lengths rounded up to
-    `graph_length_multiple`, at most `max_graphs` kept, and replay it (encoder_graphs.py; for
-    short sequences, where the host bounds the eager forward). Returns `model`.
+    run), "error" (raise FallbackError instead) or "silent". `cuda_graphs`: record each
+    encoder's forward as a CUDA graph per batch shape, lengths rounded up to
+    `graph_length_multiple` (packed: also to 64, and the token count by at most an eighth), at
+    most `max_graphs` kept, and replay it (encoder_graphs.py; for short sequences, where the host
+    bounds the eager forward). Returns `model`.
     """
     encoders = [m for m in model.modules() if isinstance(m, DebertaV2Encoder)]
     if not encoders:
         raise TypeError(f"{type(model).__name__} holds no DeBERTa-v2/v3 encoder (DebertaV2Encoder)")
     for encoder in encoders:
-        graphs = (EncoderGraphs(_encode, graph_length_multiple, max_graphs) if cuda_graphs
+        graphs = (EncoderGraphs(run_layers, graph_length_multiple, max_graphs) if cuda_graphs
                   else None)
         prepare_encoder(encoder, layout=layout, fallback=fallback, graphs=graphs)
         encoder.__class__ = DflashDebertaV2Encoder

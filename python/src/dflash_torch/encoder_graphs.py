@@ -1,5 +1,5 @@
-"""CUDA graphs of the patched encoder's padded forward, recorded per batch shape and replayed
-(optimize_deberta(..., cuda_graphs=True)).
+"""CUDA graphs of the patched encoder's forward, recorded per batch shape and replayed
+(optimize_deberta(..., cuda_graphs=True)), in the padded and the packed layout.
 
 At classification and reranking lengths an eager forward is bound by the host: each layer issues
 about ten kernels at about 20 us of Python and dispatch each, and the GPU finishes them sooner. A
@@ -17,6 +17,14 @@ on the caller's current stream and copy the outputs out, so the caller owns them
 replay overwrites them. Rounding the length up (masked keys, zero states) lets varied lengths
 share a few graphs; outputs are cut back to the caller's length. Real positions compute what the
 eager forward computes, up to the rounding of GEMMs of another shape.
+
+Packed layout: lengths round up to a multiple of 64 at least (the kernel's query tile: the
+launch is the same), the key also holds the batch's token count T rounded up by at most an eighth
+(tokens_key), and the graph computes the packing itself from the static mask at that count
+(packing.fixed_shape_layout: the rows past T form extra sequences that nothing reads), so it
+runs the layers on T' <= 9/8 T rows instead of B x L'. Its static output is the packed states;
+unpacking them is the copy out. The layout built before the graph (from the mask, or handed in
+by use_packed_layout) gives T and unpacks the outputs.
 
 Memory: an encoder's graphs record into one pool, and their inputs and outputs are views of
 static buffers sized for the largest key seen (grown by doubling), so memory stays near one
@@ -48,19 +56,24 @@ import torch
 from torch.nn.modules import module as _module
 
 from .ops import allow_tf32, no_dispatch_mode
+from .packing import PackedLayout, fixed_shape_layout, unpack, unpack_all
 from .projections import CACHE_ATTRIBUTES
 
-# encode(encoder, hidden_states, attention_mask, keep_all) -> the layers' output states, padded
-# [B, L, H] each: every layer's (keep_all) or the last one's.
-Encode = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor, bool], list]
+# run_layers(encoder, hidden_states, attention_mask, keep_all, packing) -> the layers' output
+# states, every layer's (keep_all) or the last one's: padded [B, L, H] each, or with a
+# PackedLayout `packing` its tokens' [T, H] each (deberta.run_layers).
+_QUERY_BLOCK = 64  # rows of the attention kernel's query tiles
+
+RunLayers = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor, bool, PackedLayout | None],
+                     list]
 
 
 @dataclass
 class _Recorded:
     graph: torch.cuda.CUDAGraph
-    hidden: torch.Tensor  # static input [B, L', H]
-    mask: torch.Tensor  # static input [B, L']
-    states: torch.Tensor  # static output [layers or 1, B, L', H]
+    hidden: torch.Tensor  # static input [B, L', H] (packed: [B, L' + 1, H])
+    mask: torch.Tensor  # static input [B, L'] (packed: [B, L' + 1])
+    states: torch.Tensor  # static output [layers or 1, B, L', H] (packed: [layers or 1, T', H])
     keep: tuple  # what the graph reads that nothing else may free: its buffers, cache entries
 
 
@@ -90,14 +103,14 @@ class _StaticBuffers:
 class EncoderGraphs:
     """The recorded graphs of one patched encoder (module docstring)."""
 
-    def __init__(self, encode: Encode, length_multiple: int = 16, max_graphs: int = 64):
+    def __init__(self, run_layers: RunLayers, length_multiple: int = 16, max_graphs: int = 64):
         if length_multiple < 1:
             raise ValueError(f"length_multiple must be at least 1, got {length_multiple}")
         if max_graphs < 1:
             raise ValueError(f"max_graphs must be at least 1, got {max_graphs}")
         self.length_multiple = length_multiple
         self.max_graphs = max_graphs
-        self._encode = encode
+        self._run_layers = run_layers
         self._lock = threading.Lock()
         self._graphs: dict[tuple, _Recorded] = {}
         self._buffers = _StaticBuffers()
@@ -114,14 +127,14 @@ class EncoderGraphs:
 
     def __deepcopy__(self, memo) -> EncoderGraphs:
         # A copied model records its own graphs (they would read the original's parameters).
-        return EncoderGraphs(self._encode, self.length_multiple, self.max_graphs)
+        return EncoderGraphs(self._run_layers, self.length_multiple, self.max_graphs)
 
     def __getstate__(self):
         return {"length_multiple": self.length_multiple, "max_graphs": self.max_graphs,
-                "encode": self._encode}
+                "run_layers": self._run_layers}
 
     def __setstate__(self, state):
-        self.__init__(state["encode"], state["length_multiple"], state["max_graphs"])
+        self.__init__(state["run_layers"], state["length_multiple"], state["max_graphs"])
 
     def clear(self) -> None:
         """Drops every graph and static buffer (their memory returns to PyTorch's allocator once
@@ -179,10 +192,18 @@ class EncoderGraphs:
             values.extend(map(id, state["_modules"].values()))
         return values
 
+    def tokens_key(self, tokens: int) -> int:
+        """The token count a packed batch of `tokens` tokens is recorded at: rounded up to a
+        step of 1/8 of its power of two (so at most 1/8 more rows), at least `length_multiple`."""
+        step = max(self.length_multiple, 1 << max(tokens.bit_length() - 4, 0))
+        return -(-tokens // step) * step
+
     def forward(self, encoder: torch.nn.Module, hidden_states: torch.Tensor,
-                attention_mask: torch.Tensor, keep_all: bool) -> list | None:
-        """encode()'s result by a replayed graph (or, where the key is new, by the eager forward
-        that precedes its recording), or None where the eager forward must run."""
+                attention_mask: torch.Tensor, keep_all: bool,
+                packing: PackedLayout | None = None) -> list | None:
+        """The encoder's padded output states (deberta._encode's result) by a replayed graph (or,
+        where the key is new, by the eager forward that precedes its recording), or None where
+        the eager forward must run. `packing`: the batch's layout, for the packed layout."""
         with self._lock:
             if self.disabled is not None:
                 return None
@@ -196,28 +217,47 @@ class EncoderGraphs:
             if stamp is None:
                 return None
             batch, length = attention_mask.shape
-            padded = -(-length // self.length_multiple) * self.length_multiple
+            if batch == 0 or (packing is not None and packing.total_tokens == 0):
+                return None
+            # Packed graphs round lengths to the kernel's 64-row query blocks at least: the
+            # length is only the launch's bound there, and the same blocks run either way.
+            multiple = self.length_multiple if packing is None else max(self.length_multiple,
+                                                                         _QUERY_BLOCK)
+            padded = -(-length // multiple) * multiple
+            tokens = None if packing is None else self.tokens_key(packing.total_tokens)
             device = hidden_states.device
             dtype = hidden_states.dtype
-            key = (batch, padded, hidden_states.shape[-1], dtype, attention_mask.dtype, device,
-                   keep_all, dtype == torch.float32 and allow_tf32())
+            key = (batch, padded, tokens, hidden_states.shape[-1], dtype, attention_mask.dtype,
+                   device, keep_all, dtype == torch.float32 and allow_tf32())
             with torch.cuda.device(device):
                 stream = torch.cuda.current_stream()
                 if self._last_replay is not None and self._last_replay[0] != stream:
                     stream.wait_event(self._last_replay[1])
                 recorded = self._graphs.get(key)
                 if recorded is None:
-                    states = self._encode(encoder, hidden_states, attention_mask, keep_all)
+                    states = self._run_layers(encoder, hidden_states, attention_mask, keep_all,
+                                              packing)
                     self._record(encoder, key)
-                    return states
+                    return states if packing is None else self._unpack(states, packing)
                 self._fill(recorded, hidden_states, attention_mask, length)
                 recorded.graph.replay()
-                states = self._copy_out(recorded.states, length)
+                if packing is None:
+                    states = self._copy_out(recorded.states, length)
+                else:
+                    states = self._unpack(recorded.states[:, :packing.total_tokens], packing)
                 event = (self._last_replay[1] if self._last_replay is not None
                          else torch.cuda.Event())
                 event.record(stream)
                 self._last_replay = (stream, event)
             return states
+
+    @staticmethod
+    def _unpack(states, packing: PackedLayout) -> list:
+        # Packed states [T, H] each (or stacked) to new padded tensors: also the copy out of a
+        # graph's static output.
+        if len(states) == 1:
+            return [unpack(states[0], packing)]
+        return list(unpack_all(states, packing))
 
     @staticmethod
     def _copy_out(states: torch.Tensor, length: int) -> list:
@@ -242,12 +282,15 @@ class EncoderGraphs:
     def _record(self, encoder, key) -> None:
         # Recording runs nothing, so the static inputs need no contents yet: each replay fills
         # them.
-        batch, padded, width, dtype, mask_dtype, device, keep_all, _ = key
+        batch, padded, tokens, width, dtype, mask_dtype, device, keep_all, _ = key
         layers = len(encoder.layer) if keep_all else 1
-        hidden, hidden_flat = self._buffers.view("hidden", (batch, padded, width), dtype, device)
-        mask, mask_flat = self._buffers.view("mask", (batch, padded), mask_dtype, device)
-        states, states_flat = self._buffers.view("states", (layers, batch, padded, width), dtype,
-                                                 device)
+        # Packed: one more position per row, always padding, where the extra rows of
+        # fixed_shape_layout gather from and scatter to.
+        length = padded if tokens is None else padded + 1
+        hidden, hidden_flat = self._buffers.view("hidden", (batch, length, width), dtype, device)
+        mask, mask_flat = self._buffers.view("mask", (batch, length), mask_dtype, device)
+        rows = (batch, padded) if tokens is None else (tokens,)
+        states, states_flat = self._buffers.view("states", (layers, *rows, width), dtype, device)
         recorded = _Recorded(torch.cuda.CUDAGraph(), hidden, mask, states, ())
         index = device.index if device.index is not None else torch.cuda.current_device()
         if index not in self._pools:
@@ -262,7 +305,15 @@ class EncoderGraphs:
                 recorded.graph.capture_begin(pool=self._pools[index],
                                              capture_error_mode="thread_local")
                 try:
-                    torch.stack(self._encode(encoder, hidden, mask, keep_all), out=states)
+                    packing = None
+                    if tokens is not None:
+                        # Rows past the batch's tokens (at most one rounding step, less than
+                        # tokens / 8 + length_multiple) form extra sequences of at most `padded`.
+                        step_bound = tokens // 8 + self.length_multiple
+                        packing = fixed_shape_layout(mask, tokens, padded,
+                                                     -(-step_bound // padded))
+                    torch.stack(self._run_layers(encoder, hidden, mask, keep_all, packing),
+                                out=states)
                 finally:
                     recorded.graph.capture_end()
         except RuntimeError as error:

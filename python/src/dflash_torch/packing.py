@@ -72,6 +72,35 @@ def packed_layout(mask: torch.Tensor) -> PackedLayout:
                         length=length)
 
 
+def fixed_shape_layout(mask: torch.Tensor, tokens: int, longest: int,
+                       extra_sequences: int) -> PackedLayout:
+    """The layout of `mask` ([B, L]) computed on its device at shapes fixed beforehand, with no
+    host read, so that a CUDA graph can record it. It has `tokens` rows, at least the mask's
+    token count T; rows T .. tokens - 1 form `extra_sequences` sequences of at most `longest`
+    tokens each (then empty), so cu_seqlens ([B + 1 + extra_sequences]) ends at `tokens`, as the
+    kernel requires of a packed batch. Extra rows gather from and scatter to flat position
+    B * L - 1, which must be padding. `longest` must bound every row's token count and
+    tokens - T must not exceed extra_sequences * longest (neither is checked: that would read
+    the device); rows' tokens must be contiguous, as packed_layout checks."""
+    batch, length = mask.shape
+    device = mask.device
+    present = mask != 0
+    positions = torch.arange(length, device=device)
+    first = torch.where(present, positions, length).amin(dim=1)
+    bounds = torch.zeros(batch + 1 + extra_sequences, dtype=torch.int64, device=device)
+    bounds[1:batch + 1] = present.sum(dim=1).cumsum(dim=0)
+    count = bounds[batch]
+    if extra_sequences:
+        steps = torch.arange(1, extra_sequences + 1, device=device) * longest
+        bounds[batch + 1:] = torch.clamp(count + steps, max=tokens)
+    token = torch.arange(tokens, device=device)
+    sequence = torch.searchsorted(bounds[1:batch + 1], token, right=True).clamp_(max=batch - 1)
+    real = sequence * length + first[sequence] + (token - bounds[sequence])
+    index = torch.where(token < count, real, batch * length - 1)
+    return PackedLayout(index=index, cu_seqlens=bounds.to(torch.int32), max_seqlen=longest,
+                        batch=batch, length=length)
+
+
 def pack(padded: torch.Tensor, layout: PackedLayout) -> torch.Tensor:
     """[B, L, ...] -> [T, ...]."""
     return padded.reshape(layout.batch * layout.length, *padded.shape[2:]).index_select(
@@ -85,11 +114,11 @@ def unpack(packed: torch.Tensor, layout: PackedLayout, fill: float = 0.0) -> tor
     return flat.view(layout.batch, layout.length, *packed.shape[1:])
 
 
-def unpack_all(packed: list[torch.Tensor], layout: PackedLayout,
+def unpack_all(packed: list[torch.Tensor] | torch.Tensor, layout: PackedLayout,
                fill: float = 0.0) -> tuple[torch.Tensor, ...]:
-    """unpack() of each [T, ...] tensor of `packed` (same shapes), by one copy for all of them:
-    contiguous [B, L, ...] views of one buffer."""
-    stacked = torch.stack(packed)
+    """unpack() of each [T, ...] tensor of `packed` (same shapes; or one [N, T, ...] tensor), by
+    one copy for all of them: contiguous [B, L, ...] views of one buffer."""
+    stacked = packed if isinstance(packed, torch.Tensor) else torch.stack(packed)
     flat = stacked.new_full((len(packed), layout.batch * layout.length, *stacked.shape[2:]), fill)
     flat.index_copy_(1, layout.index, stacked)
     return flat.view(len(packed), layout.batch, layout.length, *stacked.shape[2:]).unbind(0)
