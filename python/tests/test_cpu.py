@@ -186,6 +186,15 @@ class PackingTest(unittest.TestCase):
                 sizes = [b - a for a, b in zip(bounds[:-1], bounds[1:])]
                 self.assertTrue(all(0 <= n <= 8 for n in sizes[len(lengths):]), message)
 
+    def test_fixed_shape_layout_stays_inside_its_bounds(self):
+        # A mask with longer rows and more tokens than the bounds given (a layout handed in
+        # that is not the mask's): sequences are cut, never past `tokens` or `longest`.
+        _, mask = batch([9, 7, 9], 10)
+        got = packing.fixed_shape_layout(mask, 12, 8, 1)
+        bounds = got.cu_seqlens.tolist()
+        self.assertEqual(bounds, [0, 8, 12, 12, 12])
+        self.assertTrue(bool(((got.index >= 0) & (got.index < 30)).all()))
+
 
 def fake_packed_inputs():
     """q [40, 12 x 64], pos [512, 768], a slot table and cu_seqlens of 3 sequences, fp16 on CUDA:
@@ -886,13 +895,20 @@ class CudaGraphsOptionTest(unittest.TestCase):
             self.assertLessEqual(key - tokens, max(16, tokens // 8), tokens)
             keys.add(key)
         self.assertLess(len(keys), 80)  # about eight per power of two
+        for multiple in (1, 8, 16, 64):
+            graphs = encoder_graphs.EncoderGraphs(deberta.run_layers, length_multiple=multiple)
+            for tokens in range(1, 5000):
+                key = graphs.tokens_key(tokens)
+                for longest in (64, 128, 512):
+                    extra = graphs.extra_sequences(key, longest)
+                    self.assertLessEqual(key - tokens, extra * longest, (multiple, tokens))
 
     def test_the_packed_graphs_computation_equals_the_packed_forward(self):
         """What a packed graph records, run eagerly on the CPU: the layers on the layout that
         fixed_shape_layout computes from the static inputs (one padding position more per row,
         extra rows in extra sequences), against the packed forward's real tokens; v3 and v2
         (the ConvLayer unpacks and packs inside the graph)."""
-        cases = (({}, [9, 4, 13], 13), ({}, [16, 16], 16),
+        cases = (({}, [9, 4, 13], 13), ({}, [16, 15], 16),
                  (dict(conv_kernel_size=3, position_buckets=-1, max_relative_positions=-1,
                        pos_att_type=["c2p", "p2c"], share_att_key=False), [7, 12, 3], 12))
         for overrides, lengths, length in cases:
@@ -900,19 +916,21 @@ class CudaGraphsOptionTest(unittest.TestCase):
                                                   fallback="error")
             encoder = model.deberta.encoder
             ids, mask = batch(lengths, length)
-            graphs = encoder_graphs.EncoderGraphs(deberta.run_layers)
+            graphs = encoder_graphs.EncoderGraphs(deberta.run_layers, length_multiple=4)
             with torch.no_grad(), KernelOnCpu():
                 hidden = model.deberta.embeddings(input_ids=ids, mask=mask)
                 exact = packing.packed_layout(mask)
                 expected = deberta.run_layers(encoder, hidden, mask, True, exact)
-                padded = -(-length // 16) * 16
-                static_hidden = hidden.new_zeros(len(lengths), padded + 1, hidden.shape[-1])
+                # As EncoderGraphs records it: width rounded to 64 plus one, the longest
+                # sequence rounded to 64 (64 here), the token count by tokens_key.
+                static_hidden = hidden.new_zeros(len(lengths), 65, hidden.shape[-1])
                 static_hidden[:, :length] = hidden
-                static_mask = mask.new_zeros(len(lengths), padded + 1)
+                static_mask = mask.new_zeros(len(lengths), 65)
                 static_mask[:, :length] = mask
-                tokens = graphs.tokens_key(exact.total_tokens) + 16  # more rows than one step
-                layout = packing.fixed_shape_layout(static_mask, tokens, padded,
-                                                    -(-(tokens - exact.total_tokens) // padded))
+                tokens = graphs.tokens_key(exact.total_tokens)
+                self.assertGreater(tokens, exact.total_tokens)  # extra rows in every case
+                layout = packing.fixed_shape_layout(static_mask, tokens, 64,
+                                                    graphs.extra_sequences(tokens, 64))
                 got = deberta.run_layers(encoder, static_hidden, static_mask, True, layout)
             self.assertEqual(len(got), len(expected))
             for ours, theirs in zip(got, expected):
@@ -969,6 +987,9 @@ class CudaGraphsOptionTest(unittest.TestCase):
         self.assertEqual((copied.length_multiple, copied.max_graphs, len(copied)), (8, 64, 0))
         pickled = pickle.loads(pickle.dumps(graphs))
         self.assertEqual((pickled.length_multiple, pickled.recorded), (8, 0))
+        old = encoder_graphs.EncoderGraphs.__new__(encoder_graphs.EncoderGraphs)
+        old.__setstate__({"encode": deberta._encode, "length_multiple": 16, "max_graphs": 4})
+        self.assertEqual((old.length_multiple, old.max_graphs), (16, 4))  # the first version's
 
 
 class CompileTest(unittest.TestCase):

@@ -463,7 +463,7 @@ class CudaGraphsTest(unittest.TestCase):
                             kept = (got.hidden_states, [h.clone() for h in got.hidden_states])
             for now, then in zip(*kept):
                 self.assertTrue(torch.equal(now, then), f"{shape} {dtype}")
-            # Keys (batch, length rounded to 64, tokens rounded up by at most an eighth):
+            # Keys (batch, length and longest sequence rounded to 64, tokens by tokens_key):
             # (4, 192, 224), (4, 128, 224), (4, 64, 80), (4, 64, 64), (2, 64, 48).
             self.assertEqual((graphs.recorded, len(graphs)), (5, 5), f"{shape} {dtype}")
 

@@ -18,13 +18,15 @@ replay overwrites them. Rounding the length up (masked keys, zero states) lets v
 share a few graphs; outputs are cut back to the caller's length. Real positions compute what the
 eager forward computes, up to the rounding of GEMMs of another shape.
 
-Packed layout: lengths round up to a multiple of 64 at least (the kernel's query tile: the
-launch is the same), the key also holds the batch's token count T rounded up by at most an eighth
-(tokens_key), and the graph computes the packing itself from the static mask at that count
-(packing.fixed_shape_layout: the rows past T form extra sequences that nothing reads), so it
-runs the layers on T' <= 9/8 T rows instead of B x L'. Its static output is the packed states;
-unpacking them is the copy out. The layout built before the graph (from the mask, or handed in
-by use_packed_layout) gives T and unpacks the outputs.
+Packed layout: the key also holds the batch's token count T, rounded up to T' by less than
+max(T / 8, length_multiple) (tokens_key), and its longest sequence rounded up to a multiple of
+64, the kernel's query tile (the launch's bound: its tiles per sequence stay those of the real
+longest), and lengths round up to a multiple of 64 at least. The graph computes the packing
+itself from the static mask at that count (packing.fixed_shape_layout: the rows past T form
+extra sequences that nothing reads), so it runs the layers on T' rows instead of B x L'. Its
+static output is the packed states; unpacking them is the copy out. The layout built before the
+graph (from the mask, or handed in by use_packed_layout) gives T and the longest sequence and
+unpacks the outputs.
 
 Memory: an encoder's graphs record into one pool, and their inputs and outputs are views of
 static buffers sized for the largest key seen (grown by doubling), so memory stays near one
@@ -134,7 +136,10 @@ class EncoderGraphs:
                 "run_layers": self._run_layers}
 
     def __setstate__(self, state):
-        self.__init__(state["run_layers"], state["length_multiple"], state["max_graphs"])
+        # "encode": the key of the first version (deberta._encode, which still serves padded
+        # encoders, the only ones that version graphed).
+        run_layers = state["run_layers"] if "run_layers" in state else state["encode"]
+        self.__init__(run_layers, state["length_multiple"], state["max_graphs"])
 
     def clear(self) -> None:
         """Drops every graph and static buffer (their memory returns to PyTorch's allocator once
@@ -194,9 +199,16 @@ class EncoderGraphs:
 
     def tokens_key(self, tokens: int) -> int:
         """The token count a packed batch of `tokens` tokens is recorded at: rounded up to a
-        step of 1/8 of its power of two (so at most 1/8 more rows), at least `length_multiple`."""
+        step of 1/8 of its power of two, at least `length_multiple` (fewer than
+        max(tokens / 8, length_multiple) rows more)."""
         step = max(self.length_multiple, 1 << max(tokens.bit_length() - 4, 0))
         return -(-tokens // step) * step
+
+    def extra_sequences(self, tokens: int, longest: int) -> int:
+        """How many sequences of at most `longest` rows hold the rows a graph recorded at
+        `tokens` (a tokens_key) has past a batch's own count: fewer than
+        tokens // 8 + length_multiple, the rounding step's bound."""
+        return -(-(tokens // 8 + self.length_multiple) // longest)
 
     def forward(self, encoder: torch.nn.Module, hidden_states: torch.Tensor,
                 attention_mask: torch.Tensor, keep_all: bool,
@@ -219,16 +231,19 @@ class EncoderGraphs:
             batch, length = attention_mask.shape
             if batch == 0 or (packing is not None and packing.total_tokens == 0):
                 return None
-            # Packed graphs round lengths to the kernel's 64-row query blocks at least: the
-            # length is only the launch's bound there, and the same blocks run either way.
+            # Packed graphs: lengths are only the static inputs' width, rounded coarsely (fewer
+            # keys); the kernel's bound is the longest sequence in whole 64-row query tiles.
             multiple = self.length_multiple if packing is None else max(self.length_multiple,
                                                                          _QUERY_BLOCK)
             padded = -(-length // multiple) * multiple
-            tokens = None if packing is None else self.tokens_key(packing.total_tokens)
+            tokens = longest = None
+            if packing is not None:
+                tokens = self.tokens_key(packing.total_tokens)
+                longest = -(-max(packing.max_seqlen, 1) // _QUERY_BLOCK) * _QUERY_BLOCK
             device = hidden_states.device
             dtype = hidden_states.dtype
-            key = (batch, padded, tokens, hidden_states.shape[-1], dtype, attention_mask.dtype,
-                   device, keep_all, dtype == torch.float32 and allow_tf32())
+            key = (batch, padded, tokens, longest, hidden_states.shape[-1], dtype,
+                   attention_mask.dtype, device, keep_all, dtype == torch.float32 and allow_tf32())
             with torch.cuda.device(device):
                 stream = torch.cuda.current_stream()
                 if self._last_replay is not None and self._last_replay[0] != stream:
@@ -282,7 +297,7 @@ class EncoderGraphs:
     def _record(self, encoder, key) -> None:
         # Recording runs nothing, so the static inputs need no contents yet: each replay fills
         # them.
-        batch, padded, tokens, width, dtype, mask_dtype, device, keep_all, _ = key
+        batch, padded, tokens, longest, width, dtype, mask_dtype, device, keep_all, _ = key
         layers = len(encoder.layer) if keep_all else 1
         # Packed: one more position per row, always padding, where the extra rows of
         # fixed_shape_layout gather from and scatter to.
@@ -307,11 +322,8 @@ class EncoderGraphs:
                 try:
                     packing = None
                     if tokens is not None:
-                        # Rows past the batch's tokens (at most one rounding step, less than
-                        # tokens / 8 + length_multiple) form extra sequences of at most `padded`.
-                        step_bound = tokens // 8 + self.length_multiple
-                        packing = fixed_shape_layout(mask, tokens, padded,
-                                                     -(-step_bound // padded))
+                        packing = fixed_shape_layout(mask, tokens, longest,
+                                                     self.extra_sequences(tokens, longest))
                     torch.stack(self._run_layers(encoder, hidden, mask, keep_all, packing),
                                 out=states)
                 finally:

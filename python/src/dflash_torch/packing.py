@@ -80,15 +80,18 @@ def fixed_shape_layout(mask: torch.Tensor, tokens: int, longest: int,
     tokens each (then empty), so cu_seqlens ([B + 1 + extra_sequences]) ends at `tokens`, as the
     kernel requires of a packed batch. Extra rows gather from and scatter to flat position
     B * L - 1, which must be padding. `longest` must bound every row's token count and
-    tokens - T must not exceed extra_sequences * longest (neither is checked: that would read
-    the device); rows' tokens must be contiguous, as packed_layout checks."""
+    tokens - T must not exceed extra_sequences * longest (neither is checked, which would read
+    the device: longer rows are cut, and so are tokens past `tokens`); rows' tokens must be
+    contiguous, as packed_layout checks."""
     batch, length = mask.shape
     device = mask.device
     present = mask != 0
     positions = torch.arange(length, device=device)
     first = torch.where(present, positions, length).amin(dim=1)
     bounds = torch.zeros(batch + 1 + extra_sequences, dtype=torch.int64, device=device)
-    bounds[1:batch + 1] = present.sum(dim=1).cumsum(dim=0)
+    # Clamped: a mask with longer rows or more tokens than the caller's bounds (a layout handed
+    # in that is not the mask's) must not make the kernel read or write past them.
+    bounds[1:batch + 1] = present.sum(dim=1).clamp_(max=longest).cumsum(dim=0).clamp_(max=tokens)
     count = bounds[batch]
     if extra_sequences:
         steps = torch.arange(1, extra_sequences + 1, device=device) * longest
