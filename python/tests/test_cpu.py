@@ -907,15 +907,17 @@ class CudaGraphsOptionTest(unittest.TestCase):
         """What a packed graph records, run eagerly on the CPU: the layers on the layout that
         fixed_shape_layout computes from the static inputs (one padding position more per row,
         extra rows in extra sequences), against the packed forward's real tokens; v3 and v2
-        (the ConvLayer unpacks and packs inside the graph)."""
-        cases = (({}, [9, 4, 13], 13), ({}, [16, 15], 16),
-                 (dict(conv_kernel_size=3, position_buckets=-1, max_relative_positions=-1,
-                       pos_att_type=["c2p", "p2c"], share_att_key=False), [7, 12, 3], 12))
-        for overrides, lengths, length in cases:
+        (the ConvLayer unpacks and packs inside the graph), right and left padding."""
+        v2 = dict(conv_kernel_size=3, position_buckets=-1, max_relative_positions=-1,
+                  pos_att_type=["c2p", "p2c"], share_att_key=False)
+        cases = (({}, [9, 4, 13], 13, False), ({}, [16, 15], 16, False),
+                 ({}, [5, 11, 2], 11, True), (v2, [7, 12, 3], 12, False),
+                 (v2, [7, 12, 3], 12, True))
+        for overrides, lengths, length, left in cases:
             model = dflash_torch.optimize_deberta(make_model(**overrides), layout="packed",
                                                   fallback="error")
             encoder = model.deberta.encoder
-            ids, mask = batch(lengths, length)
+            ids, mask = batch(lengths, length, left=left)
             graphs = encoder_graphs.EncoderGraphs(deberta.run_layers, length_multiple=4)
             with torch.no_grad(), KernelOnCpu():
                 hidden = model.deberta.embeddings(input_ids=ids, mask=mask)
@@ -935,7 +937,8 @@ class CudaGraphsOptionTest(unittest.TestCase):
             self.assertEqual(len(got), len(expected))
             for ours, theirs in zip(got, expected):
                 self.assertEqual(ours.shape[0], tokens)
-                self.assertLess(relative_l2(ours[:exact.total_tokens], theirs), 1e-6, overrides)
+                self.assertLess(relative_l2(ours[:exact.total_tokens], theirs), 1e-6,
+                                f"{overrides} left={left}")
 
     def test_the_stamp_sees_every_change_a_graph_cannot(self):
         model = make_model()
