@@ -165,6 +165,11 @@ class PackingTest(unittest.TestCase):
         for ours, one in zip(got, packed):
             self.assertTrue(ours.is_contiguous())
             self.assertTrue(torch.equal(ours, packing.unpack(one, layout, fill=-1.0)))
+        for states in (packed, torch.stack(packed), packed[:1]):
+            layers = packing.unpack_layers(states, layout)
+            self.assertEqual(len(layers), len(states))
+            for ours, one in zip(layers, states):
+                self.assertTrue(torch.equal(ours, packing.unpack(one, layout)))
 
     def test_fixed_shape_layout_equals_the_layout_plus_extra_sequences(self):
         cases = (([5, 1, 7], 9, False), ([2, 6, 0], 8, True), ([8, 8], 9, False))

@@ -45,7 +45,7 @@ from transformers.models.deberta_v2.modeling_deberta_v2 import (DebertaV2Encoder
 from . import _native, ops, projections
 from .encoder_graphs import EncoderGraphs
 from .layer_tail import layer_tail
-from .packing import PackedLayout, pack, packed_layout, unpack, unpack_all
+from .packing import PackedLayout, pack, packed_layout, unpack, unpack_layers
 from .relative_positions import PositionSettings, attention_scale, build_slot_table
 
 LAYOUTS = ("padded", "packed")
@@ -211,9 +211,9 @@ def _encode(encoder: DebertaV2Encoder, hidden_states: torch.Tensor,
         return run_layers(encoder, hidden_states, attention_mask, keep_all)
     if packing is None:
         packing = _encoder_packing(attention_mask, hidden_states.device)
-    states = run_layers(encoder, hidden_states, attention_mask, keep_all, packing)
     # Every layer's states unpacked by one copy (DebertaV2Model asks for all).
-    return list(unpack_all(states, packing)) if keep_all else [unpack(states[0], packing)]
+    return unpack_layers(run_layers(encoder, hidden_states, attention_mask, keep_all, packing),
+                         packing)
 
 
 def run_layers(encoder: DebertaV2Encoder, hidden_states: torch.Tensor,

@@ -58,16 +58,20 @@ import torch
 from torch.nn.modules import module as _module
 
 from .ops import allow_tf32, no_dispatch_mode
-from .packing import PackedLayout, fixed_shape_layout, unpack, unpack_all
+from .packing import PackedLayout, fixed_shape_layout, unpack_layers
 from .projections import CACHE_ATTRIBUTES
+
+_QUERY_BLOCK = 64  # rows of the attention kernel's query tiles
 
 # run_layers(encoder, hidden_states, attention_mask, keep_all, packing) -> the layers' output
 # states, every layer's (keep_all) or the last one's: padded [B, L, H] each, or with a
 # PackedLayout `packing` its tokens' [T, H] each (deberta.run_layers).
-_QUERY_BLOCK = 64  # rows of the attention kernel's query tiles
-
 RunLayers = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor, bool, PackedLayout | None],
                      list]
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
 
 
 @dataclass
@@ -202,7 +206,7 @@ class EncoderGraphs:
         step of 1/8 of its power of two, at least `length_multiple` (fewer than
         max(tokens / 8, length_multiple) rows more)."""
         step = max(self.length_multiple, 1 << max(tokens.bit_length() - 4, 0))
-        return -(-tokens // step) * step
+        return _round_up(tokens, step)
 
     def extra_sequences(self, tokens: int, longest: int) -> int:
         """How many sequences of at most `longest` rows hold the rows a graph recorded at
@@ -235,11 +239,11 @@ class EncoderGraphs:
             # keys); the kernel's bound is the longest sequence in whole 64-row query tiles.
             multiple = self.length_multiple if packing is None else max(self.length_multiple,
                                                                          _QUERY_BLOCK)
-            padded = -(-length // multiple) * multiple
+            padded = _round_up(length, multiple)
             tokens = longest = None
             if packing is not None:
                 tokens = self.tokens_key(packing.total_tokens)
-                longest = -(-max(packing.max_seqlen, 1) // _QUERY_BLOCK) * _QUERY_BLOCK
+                longest = _round_up(max(packing.max_seqlen, 1), _QUERY_BLOCK)
             device = hidden_states.device
             dtype = hidden_states.dtype
             key = (batch, padded, tokens, longest, hidden_states.shape[-1], dtype,
@@ -253,26 +257,19 @@ class EncoderGraphs:
                     states = self._run_layers(encoder, hidden_states, attention_mask, keep_all,
                                               packing)
                     self._record(encoder, key)
-                    return states if packing is None else self._unpack(states, packing)
+                    return states if packing is None else unpack_layers(states, packing)
                 self._fill(recorded, hidden_states, attention_mask, length)
                 recorded.graph.replay()
                 if packing is None:
                     states = self._copy_out(recorded.states, length)
                 else:
-                    states = self._unpack(recorded.states[:, :packing.total_tokens], packing)
+                    # Unpacking the static output is its copy out.
+                    states = unpack_layers(recorded.states[:, :packing.total_tokens], packing)
                 event = (self._last_replay[1] if self._last_replay is not None
                          else torch.cuda.Event())
                 event.record(stream)
                 self._last_replay = (stream, event)
             return states
-
-    @staticmethod
-    def _unpack(states, packing: PackedLayout) -> list:
-        # Packed states [T, H] each (or stacked) to new padded tensors: also the copy out of a
-        # graph's static output.
-        if len(states) == 1:
-            return [unpack(states[0], packing)]
-        return list(unpack_all(states, packing))
 
     @staticmethod
     def _copy_out(states: torch.Tensor, length: int) -> list:

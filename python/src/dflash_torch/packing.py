@@ -127,6 +127,15 @@ def unpack_all(packed: list[torch.Tensor] | torch.Tensor, layout: PackedLayout,
     return flat.view(len(packed), layout.batch, layout.length, *stacked.shape[2:]).unbind(0)
 
 
+def unpack_layers(states: list[torch.Tensor] | torch.Tensor,
+                  layout: PackedLayout) -> list[torch.Tensor]:
+    """The layers' packed states ([T, ...] each, or stacked) as new padded tensors: unpack() of a
+    single state, unpack_all() of several."""
+    if len(states) == 1:
+        return [unpack(states[0], layout)]
+    return list(unpack_all(states, layout))
+
+
 def pack_batch(mask: torch.Tensor, *tensors: torch.Tensor):
     """The layout of `mask` and each [B, L, ...] tensor packed: (layout, packed...)."""
     layout = packed_layout(mask)
