@@ -14,7 +14,6 @@ through each variant (model_variants.py) and reports, per batch:
     python3 bench/torch/host_profile.py --model /tmp/dft/models/v3-base \
         --pairs /tmp/dft/mnli_like.jsonl --batch 8 --out /tmp/out/host_profile.json
 """
-import argparse
 import cProfile
 import json
 import pstats
@@ -64,12 +63,15 @@ def python_table(run, batches, top):
             for (file, line, name), (_, calls, own, cumulative, _) in rows]
 
 
+def print_rows(rows, value, label, suffix="", count=12):
+    """The first `count` rows of a table, one line each: row[value] in us, its calls per batch
+    and row[label]."""
+    for row in rows[:count]:
+        print(f"    {row[value]:8.1f} us{suffix} {row['calls_per_batch']:6.1f}x {row[label]}")
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True)
-    parser.add_argument("--pairs", required=True)
-    parser.add_argument("--out", required=True)
+    parser = speed.workload_parser(__doc__)
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--batches", type=int, default=200)
     parser.add_argument("--variants", default="stock,ours_floor_padded,ours_padded,"
@@ -94,12 +96,8 @@ def main():
                    "python": python_table(run, batches, args.python_top)}
         result["variants"][name] = row
         print(f"{name}: wall {wall_ms:.3f} ms/batch, enqueue {enqueue_ms:.3f} ms/batch", flush=True)
-        for op in row["operators"][:12]:
-            print(f"    {op['self_us_per_batch']:8.1f} us {op['calls_per_batch']:6.1f}x "
-                  f"{op['name']}")
-        for fn in row["python"][:12]:
-            print(f"    {fn['own_us_per_batch']:8.1f} us own {fn['calls_per_batch']:6.1f}x "
-                  f"{fn['function']}")
+        print_rows(row["operators"], "self_us_per_batch", "name")
+        print_rows(row["python"], "own_us_per_batch", "function", suffix=" own")
         del run
         torch.cuda.empty_cache()
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

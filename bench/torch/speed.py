@@ -141,8 +141,8 @@ def compile_row(model, sequences, mode, repeats, errors):
         run = model_variants.make(name, model)
         compiled_run = torch.compile(run, mode=mode)
         with torch.inference_mode():
-            for ids, mask in shapes.values():  # every shape compiled before timing
-                compiled_run(ids.cuda(), mask.cuda())
+            for ids, mask in shapes.values():  # every shape compiled before timing, called
+                compiled_run(ids.cuda(), mask.cuda(), mask)  # as timed_pass calls it
         return compiled_run
 
     row["eager_s"] = measure("stock eager", lambda: model_variants.make("stock", model), batches,
@@ -228,12 +228,19 @@ def attention_op_rows(lengths, repeats, tokens=16384, heads=12, head_dim=64):
     return rows
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__,
+def workload_parser(doc):
+    """An argument parser with the MNLI-like workload's arguments: --model (a checkpoint folder),
+    --pairs (the pairs' JSON lines) and --out (the result JSON)."""
+    parser = argparse.ArgumentParser(description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True)
     parser.add_argument("--pairs", required=True)
     parser.add_argument("--out", required=True)
+    return parser
+
+
+def main():
+    parser = workload_parser(__doc__)
     parser.add_argument("--batches", default="8,64")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--compile-mode", default="default")
