@@ -9,6 +9,7 @@ their CPU kernel. Run: python -m pytest python/tests (or python -m unittest disc
 
 from __future__ import annotations
 
+import collections
 import copy
 import os
 import pickle
@@ -1022,6 +1023,55 @@ class CompileTest(unittest.TestCase):
             got = compiled(input_ids=ids, attention_mask=mask).logits
         self.assertIn("dflash.attention_padded", " ".join(seen))
         self.assertLess(relative_l2(got, expected), 1e-5)
+
+    def compiled_gemms(self, model, ids, mask):
+        """The compiled graph's GEMM nodes by target, and the compiled model's logits."""
+        seen = []
+
+        def backend(graph_module, example_inputs):
+            from torch._dynamo.backends.common import aot_autograd
+
+            def forward_compiler(graph, _):
+                seen.extend(str(node.target) for node in graph.graph.nodes)
+                return graph
+            return aot_autograd(fw_compiler=forward_compiler)(graph_module, example_inputs)
+
+        torch._dynamo.reset()
+        with torch.no_grad(), KernelOnCpu():
+            logits = torch.compile(model, fullgraph=True, backend=backend)(
+                input_ids=ids, attention_mask=mask).logits
+        gemms = collections.Counter(t.split(".")[1] for t in seen
+                                    if t in ("aten.addmm.default", "aten.baddbmm.default"))
+        return dict(gemms), logits
+
+    def test_compiled_projections_take_fewer_gemms(self):
+        # Per layer: Q / K / V by one GEMM, SelfOutput, FFN in and out (4); the pooler and the
+        # classifier (2); every layer's PosK and PosQ by one batched GEMM each.
+        ids, mask = batch([8, 5], 8)
+        for overrides in ({}, {"share_att_key": False, "num_hidden_layers": 3},
+                          {"pos_att_type": ["c2p"]}):
+            model = make_model(**overrides)
+            expected = stock_logits(model, ids, mask)
+            dflash_torch.optimize_deberta(model, fallback="error")
+            gemms, logits = self.compiled_gemms(model, ids, mask)
+            layers = model.config.num_hidden_layers
+            self.assertEqual(gemms, {"addmm": 4 * layers + 2,
+                                     "baddbmm": len(model.config.pos_att_type)}, overrides)
+            self.assertLess(relative_l2(logits, expected), 1e-5, overrides)
+
+    def test_compiled_hooked_projections_run_one_by_one(self):
+        ids, mask = batch([8, 5], 8)
+        model = make_model()
+        expected = stock_logits(model, ids, mask)
+        dflash_torch.optimize_deberta(model, fallback="error")
+        calls = []
+        attention = model.deberta.encoder.layer[1].attention.self
+        attention.key_proj.register_forward_hook(lambda *_: calls.append("key"))
+        gemms, logits = self.compiled_gemms(model, ids, mask)
+        # Layer 1's Q / K / V by three GEMMs, and every layer's position tables by one each.
+        self.assertEqual(gemms, {"addmm": 4 * 2 + 2 + 2 + 2 * 2}, gemms)
+        self.assertLess(relative_l2(logits, expected), 1e-5)
+        self.assertEqual(calls, ["key", "key"])  # its input rows and the relative embeddings
 
     def test_fullgraph_compile_on_meta(self):
         torch._dynamo.reset()

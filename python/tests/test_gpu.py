@@ -190,6 +190,80 @@ class LaunchCacheTest(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_GPU, "needs a CUDA device and libdflash_attention")
+class OpLastLaunchTest(unittest.TestCase):
+    """The op's calls (a compiled forward's layers) reuse the thread's last launch where it fits,
+    and see what changed between calls."""
+
+    def padded(self, problem, q=None, mask=None):
+        q = problem.qp if q is None else q
+        return ops.attention_padded(q, problem.kp, problem.vp, problem.pos_key, problem.pos_query,
+                                    problem.slot_table, problem.positions_id,
+                                    problem.mask if mask is None else mask, problem.heads,
+                                    problem.scale, False)[0]
+
+    def fresh(self, call):
+        ops._last_launch.launch = None
+        return call()
+
+    def test_layers_reuse_and_changes_are_seen(self):
+        problem = Problem([5, 17, 64], 12, 64, torch.float16)
+        with torch.inference_mode():
+            self.padded(problem)
+            launch = ops._last_launch.launch
+            other_q = torch.randn_like(problem.qp)
+            got = self.padded(problem, q=other_q)
+            self.assertIs(ops._last_launch.launch, launch)
+            self.assertTrue(torch.equal(got, self.fresh(lambda: self.padded(problem, q=other_q))))
+            # The mask's values change in place: the reused launch reads them.
+            self.padded(problem)
+            launch = ops._last_launch.launch
+            problem.mask[2, 40:] = False
+            got = self.padded(problem)
+            self.assertIs(ops._last_launch.launch, launch)
+            self.assertTrue(torch.equal(got, self.fresh(lambda: self.padded(problem))))
+            # A mask the launch converts (int64) is a copy: never reused.
+            as_long = problem.mask.long()
+            self.padded(problem, mask=as_long)
+            launch = ops._last_launch.launch
+            as_long[1, 10:] = 0
+            got = self.padded(problem, mask=as_long)
+            self.assertIsNot(ops._last_launch.launch, launch)
+            self.assertTrue(torch.equal(got, self.fresh(lambda: self.padded(problem,
+                                                                            mask=as_long))))
+
+    def test_tf32_setting_is_seen(self):
+        problem = Problem([33, 64], 12, 64, torch.float32)
+        try:
+            with torch.inference_mode():
+                torch.backends.cuda.matmul.allow_tf32 = False
+                strict = self.padded(problem)
+                torch.backends.cuda.matmul.allow_tf32 = True
+                tf32 = self.padded(problem)
+                self.assertTrue(torch.equal(tf32, self.fresh(lambda: self.padded(problem))))
+                self.assertFalse(torch.equal(tf32, strict))
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = False
+
+    def test_capture_after_reuse_replays_its_own_launch(self):
+        problem = Problem([120, 64, 9], 12, 64, torch.float16)
+        other = Problem([30, 8], 12, 64, torch.float16, seed=4)
+        expected = self.fresh(lambda: self.padded(problem)).clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self.padded(problem)  # a last launch that fits the captured call
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            captured = self.padded(problem)
+        self.padded(other)  # the last launch and its workspace move on
+        self.padded(other)
+        graph.replay()
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(captured, expected))
+
+
+@unittest.skipUnless(HAVE_GPU, "needs a CUDA device and libdflash_attention")
 class OpsTest(unittest.TestCase):
     def check(self, lengths, heads, head_dim, dtype, c2p=True, p2c=True, tf32=False):
         torch.backends.cuda.matmul.allow_tf32 = tf32

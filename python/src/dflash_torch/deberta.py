@@ -125,14 +125,16 @@ class _PackedSequences:
 
 def attention_context(attention: DisentangledSelfAttention, hidden_states: torch.Tensor,
                       layout, rel_embeddings: Callable[[], torch.Tensor] | None,
-                      encoder: DebertaV2Encoder) -> torch.Tensor:
+                      encoder: DebertaV2Encoder, positions=None) -> torch.Tensor:
     """What DisentangledSelfAttention returns as its context, by the fused kernel.
-    `rel_embeddings()` returns the encoder's relative embeddings (None: no position terms)."""
+    `rel_embeddings()` returns the encoder's relative embeddings (None: no position terms);
+    `positions`: the layer's (pos_key, pos_query) where the caller projected them already."""
     query, key, value = projections.query_key_value(attention, hidden_states)
     c2p, p2c = "c2p" in attention.pos_att_type, "p2c" in attention.pos_att_type
     pos_key = pos_query = None
     if attention.relative_attention and rel_embeddings is not None:
-        pos_key, pos_query = projections.position_tables(encoder, attention, rel_embeddings)
+        pos_key, pos_query = (positions if positions is not None else
+                              projections.position_tables(encoder, attention, rel_embeddings))
     scale = attention_scale(attention.attention_head_size, int(c2p) + int(p2c))
     if isinstance(layout, _PaddedKeys):
         context, _ = ops.run_padded(query, key, value, pos_key, pos_query, layout.slot_table,
@@ -161,10 +163,14 @@ class _RelativeEmbeddings:
         return self._value
 
 
-def _layer_forward(layer, hidden_states, layout, rel_embeddings, encoder):
+def _self_attention(layer) -> DisentangledSelfAttention:
+    return layer._modules["attention"]._modules["self"]
+
+
+def _layer_forward(layer, hidden_states, layout, rel_embeddings, encoder, positions=None):
     """DebertaV2Layer's composition with the fused attention context."""
-    attention = layer._modules["attention"]._modules["self"]
-    context = attention_context(attention, hidden_states, layout, rel_embeddings, encoder)
+    context = attention_context(_self_attention(layer), hidden_states, layout, rel_embeddings,
+                                encoder, positions)
     return layer_tail(layer, context, hidden_states)
 
 
@@ -232,9 +238,14 @@ def run_layers(encoder: DebertaV2Encoder, hidden_states: torch.Tensor,
         layout = _PaddedKeys((attention_mask != 0).contiguous(), slot_table,
                              encoder._dflash_positions_id, ops.LaunchCache())
     rel_embeddings = _RelativeEmbeddings(encoder) if encoder.relative_attention else None
+    positions = None
+    if rel_embeddings is not None:  # under torch.compile: all layers' tables at once
+        positions = projections.layers_position_tables(
+            [_self_attention(layer) for layer in encoder.layer], rel_embeddings)
     layer_states = []
     for index, layer in enumerate(encoder.layer):
-        states = _layer_forward(layer, states, layout, rel_embeddings, encoder)
+        states = _layer_forward(layer, states, layout, rel_embeddings, encoder,
+                                None if positions is None else positions[index])
         if index == 0 and encoder.conv is not None:
             # The ConvLayer mixes neighbouring positions: it runs on the padded layout.
             padded = unpack(states, packing) if packing is not None else states

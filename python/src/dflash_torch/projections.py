@@ -19,6 +19,11 @@ needs the result (grad mode on and a source requires grad: the stacked weight is
 a differentiable torch.cat), torch.compile traces (a version counter is a run-time value the
 graph cannot branch on), or a projection is not a plain nn.Linear or carries forward hooks or a
 replaced forward (which must run: the projections are then called one by one).
+
+Under torch.compile the launches are still fewer: the graph stacks Q / K / V's weights itself
+(one copy of them per forward for two fewer GEMMs per layer), and every layer's PosK and PosQ come
+from one batched GEMM each over the layers' stacked weights (layers_position_tables). A compiled
+forward at MNLI-like sizes is bound by the host's launches, not by these copies.
 """
 
 from __future__ import annotations
@@ -102,15 +107,66 @@ def query_key_value(attention: nn.Module, hidden_states: torch.Tensor):
     `hidden_states`, by one GEMM where the three fuse: views of one [..., 3 H*d] result."""
     modules = attention._modules
     projections = (modules["query_proj"], modules["key_proj"], modules["value_proj"])
-    if (torch.compiler.is_compiling() or hooked(projections)
-            or any(type(p) is not nn.Linear for p in projections)):
+    if hooked(projections) or any(type(p) is not nn.Linear for p in projections):
         return tuple(p(hidden_states) for p in projections)
-    sources = _parameters(projections)
-    stacked = (_stacked(projections) if _needs_autograd(sources)
-               else _cached(attention, _QKV, sources, lambda: _stacked(projections)))
+    if torch.compiler.is_compiling():
+        stacked = _stacked(projections)  # in the graph: it sees every weight update
+    else:
+        sources = _parameters(projections)
+        stacked = (_stacked(projections) if _needs_autograd(sources)
+                   else _cached(attention, _QKV, sources, lambda: _stacked(projections)))
     if stacked is None:
         return tuple(p(hidden_states) for p in projections)
     return nn.functional.linear(hidden_states, *stacked).chunk(3, dim=-1)
+
+
+def _position_projections(attention: nn.Module):
+    """(the module projecting PosK, the one projecting PosQ), None where the layer has no c2p /
+    p2c."""
+    c2p, p2c = "c2p" in attention.pos_att_type, "p2c" in attention.pos_att_type
+    modules = attention._modules
+    if attention.share_att_key:
+        return (modules["key_proj"] if c2p else None, modules["query_proj"] if p2c else None)
+    return (modules["pos_key_proj"] if c2p else None, modules["pos_query_proj"] if p2c else None)
+
+
+def _batchable(projections) -> bool:
+    """Whether one batched GEMM can stand for these projections (one per layer): plain
+    nn.Linear modules, none hooked, with biases, weights of one shape, dtype and device."""
+    if any(p is None or type(p) is not nn.Linear or p.bias is None for p in projections):
+        return False
+    first = projections[0].weight
+    return not hooked(projections) and all(
+        p.weight.shape == first.shape and p.weight.dtype == first.dtype
+        and p.weight.device == first.device for p in projections)
+
+
+def layers_position_tables(attentions: list[nn.Module],
+                           rel_embeddings: Callable[[], torch.Tensor]):
+    """Under torch.compile: every layer's (pos_key, pos_query), as position_tables gives them, by
+    one batched GEMM per term, PosK_l = R Wk_l^T + bk_l for all l at once ([layers, 2k, H*d],
+    R = the first 2k relative embeddings [2k, H]). None outside compile (the cache serves) or
+    where the layers' projections do not batch (then position_tables per layer)."""
+    if not torch.compiler.is_compiling() or not attentions:
+        return None
+    first = attentions[0]
+    if any(not a.relative_attention or a.pos_ebd_size != first.pos_ebd_size
+           or set(a.pos_att_type) != set(first.pos_att_type)
+           or a.share_att_key != first.share_att_key for a in attentions):
+        return None
+    terms = list(zip(*(_position_projections(a) for a in attentions)))  # (key projs, query projs)
+    if any(term[0] is not None and not _batchable(term) for term in terms):
+        return None
+    relative = rel_embeddings()[:2 * first.pos_ebd_size]
+
+    def batched(projections):
+        if projections[0] is None:
+            return [None] * len(projections)
+        weights = torch.stack([p.weight for p in projections]).transpose(1, 2)
+        biases = torch.stack([p.bias for p in projections]).unsqueeze(1)
+        return torch.baddbmm(biases, relative.expand(len(projections), -1, -1), weights).unbind(0)
+
+    return list(zip(*(batched(term) for term in terms)))
 
 
 def position_tables(encoder: nn.Module, attention: nn.Module,
@@ -118,14 +174,7 @@ def position_tables(encoder: nn.Module, attention: nn.Module,
     """(pos_key, pos_query) of one layer, [2k, H*d] each or None where the layer has no c2p /
     p2c: its projections of the first 2k relative embeddings (`rel_embeddings()` returns the
     encoder's, LayerNorm-ed; called only when they are computed). Eval mode: pos_dropout is off."""
-    c2p, p2c = "c2p" in attention.pos_att_type, "p2c" in attention.pos_att_type
-    modules = attention._modules
-    if attention.share_att_key:
-        key_proj = modules["key_proj"] if c2p else None
-        query_proj = modules["query_proj"] if p2c else None
-    else:
-        key_proj = modules["pos_key_proj"] if c2p else None
-        query_proj = modules["pos_query_proj"] if p2c else None
+    key_proj, query_proj = _position_projections(attention)
 
     def project():
         relative = rel_embeddings()[:2 * attention.pos_ebd_size]
