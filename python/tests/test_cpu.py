@@ -171,6 +171,11 @@ class PackingTest(unittest.TestCase):
             self.assertEqual(len(layers), len(states))
             for ours, one in zip(layers, states):
                 self.assertTrue(torch.equal(ours, packing.unpack(one, layout)))
+            # The last layer's states hold no other layer's memory.
+            storages = [t.untyped_storage() for t in layers]
+            self.assertEqual(storages[-1].nbytes(), layers[-1].nbytes)
+            if len(layers) > 2:
+                self.assertEqual(len({s.data_ptr() for s in storages[:-1]}), 1)
 
     def test_fixed_shape_layout_equals_the_layout_plus_extra_sequences(self):
         cases = (([5, 1, 7], 9, False), ([2, 6, 0], 8, True), ([8, 8], 9, False))

@@ -129,11 +129,14 @@ def unpack_all(packed: list[torch.Tensor] | torch.Tensor, layout: PackedLayout,
 
 def unpack_layers(states: list[torch.Tensor] | torch.Tensor,
                   layout: PackedLayout) -> list[torch.Tensor]:
-    """The layers' packed states ([T, ...] each, or stacked) as new padded tensors: unpack() of a
-    single state, unpack_all() of several."""
+    """The layers' packed states ([T, ...] each, or stacked) as new padded tensors: the last by
+    unpack() into a tensor of its own, so that keeping it alone (DebertaV2Model's
+    last_hidden_state) does not keep every layer's alive; the others by unpack_all(), views of one
+    buffer."""
+    last = unpack(states[-1], layout)
     if len(states) == 1:
-        return [unpack(states[0], layout)]
-    return list(unpack_all(states, layout))
+        return [last]
+    return [*unpack_all(states[:-1], layout), last]
 
 
 def pack_batch(mask: torch.Tensor, *tensors: torch.Tensor):
