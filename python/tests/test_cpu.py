@@ -10,12 +10,14 @@ their CPU kernel. Run: python -m pytest python/tests (or python -m unittest disc
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import os
 import pickle
 import sys
 import unittest
 import warnings
+from unittest import mock
 from pathlib import Path
 
 import torch
@@ -26,8 +28,8 @@ except ImportError:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import dflash_torch  # noqa: E402
-from dflash_torch import (deberta, encoder_graphs, layer_tail, ops, packing,  # noqa: E402
-                          profiles, projections, reference)
+from dflash_torch import (_native, deberta, encoder_graphs, layer_tail, ops,  # noqa: E402
+                          packing, profiles, projections, reference)
 from dflash_torch.relative_positions import (PositionSettings, build_slot_table,  # noqa: E402
                                              slot_indices)
 from transformers import DebertaV2Config  # noqa: E402
@@ -264,6 +266,98 @@ class EagerEntryOffCudaTest(unittest.TestCase):
                                                                       -1, mask, 2, 0.1, True)
         self.assertTrue(torch.equal(out, expected))
         self.assertTrue(torch.equal(lse, expected_lse))
+
+
+class OpLastLaunchOnCpuTest(unittest.TestCase):
+    """The op's reuse of the thread's last launch (ops._forward), its implementation run on CPU
+    tensors against a fake native library that records what each launch receives."""
+
+    class FakeLibrary:
+        cuda_version = 13000
+
+        def __init__(self):
+            self.launched = []
+
+        def workspace_bytes(self, args):
+            return 512
+
+        def register_positions(self, table, band, span):
+            return 0
+
+        def forward(self, args, workspace, size, stream):
+            self.launched.append({"q": args.q, "mask": args.key_padding_mask,
+                                  "cu_seqlens": args.cu_seqlens, "slots": args.slot_table,
+                                  "tf32": args.allow_tf32})
+
+    def setUp(self):
+        self.library = self.FakeLibrary()
+        table = build_slot_table(PositionSettings(span=16, position_buckets=16,
+                                                  max_relative_positions=64))
+        self.positions_id = ops.register_slot_table(table)
+        self.slots = torch.tensor(table.table, dtype=torch.int32)
+        patches = [mock.patch.object(_native, "require", lambda: self.library),
+                   mock.patch.object(ops, "_current_stream", lambda device: 0),
+                   mock.patch.object(ops, "_on_device", lambda device: contextlib.nullcontext()),
+                   mock.patch.object(ops.tuning, "config", lambda *args: None),
+                   mock.patch.object(torch.cuda, "current_device", lambda: 0),
+                   mock.patch.object(torch.cuda, "is_current_stream_capturing", lambda: False)]
+        for patch in patches:
+            patch.start()
+            self.addCleanup(patch.stop)
+        ops._last_launch.launch = None
+        self.addCleanup(setattr, ops._last_launch, "launch", None)
+
+    def padded(self, q, mask, slots=None):
+        pos = torch.zeros(32, q.size(-1), dtype=q.dtype)
+        ops._padded(q, q, q, pos, pos, self.slots if slots is None else slots,
+                    self.positions_id, mask, 2, 0.1, False)
+        return ops._last_launch.launch
+
+    def test_other_tensors_of_one_layout_reuse_and_are_pointed_at(self):
+        q = torch.zeros(2, 8, 128, dtype=torch.float16)
+        first = self.padded(q, torch.ones(2, 8, dtype=torch.bool))
+        mask, q2 = torch.ones(2, 8, dtype=torch.bool), torch.zeros_like(q)
+        slots = self.slots.clone()
+        self.assertIs(self.padded(q2, mask, slots), first)
+        self.assertEqual((self.library.launched[-1]["q"], self.library.launched[-1]["mask"],
+                          self.library.launched[-1]["slots"]),
+                         (q2.data_ptr(), mask.data_ptr(), slots.data_ptr()))
+        # The kept launch holds none of the tensors it was built from.
+        self.assertEqual([t for t in first.same_tensors if isinstance(t, torch.Tensor)], [])
+        self.assertIsNone(first.key_mask)
+
+    def test_what_refuses_reuse(self):
+        q = torch.zeros(2, 8, 128, dtype=torch.float16)
+        mask = torch.ones(2, 8, dtype=torch.bool)
+        launch = self.padded(q, mask)
+        self.assertIsNot(self.padded(q, torch.ones(2, 8, dtype=torch.uint8)), launch)  # dtype
+        self.assertIsNone(self.padded(q, mask.long()))  # converted: not kept
+        launch = self.padded(q, mask)
+        narrower = torch.zeros(2, 4, 128, dtype=torch.float16)
+        self.assertIsNot(self.padded(narrower, torch.ones(2, 4, dtype=torch.bool)), launch)
+        with mock.patch.object(torch.cuda, "is_current_stream_capturing", lambda: True):
+            launch = ops._last_launch.launch
+            self.assertIsNot(self.padded(narrower, torch.ones(2, 4, dtype=torch.bool)), launch)
+        single = torch.zeros(2, 8, 128)
+        tf32 = torch.backends.cuda.matmul.allow_tf32
+        try:
+            torch.backends.cuda.matmul.allow_tf32 = False
+            launch = self.padded(single, mask)
+            self.assertIs(self.padded(single, mask), launch)
+            torch.backends.cuda.matmul.allow_tf32 = True
+            self.assertIsNot(self.padded(single, mask), launch)
+            self.assertEqual(self.library.launched[-1]["tf32"], 1)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+
+    def test_packed_layout_points_at_each_calls_cu_seqlens(self):
+        q = torch.zeros(12, 128, dtype=torch.bfloat16)
+        pos = torch.zeros(32, 128, dtype=torch.bfloat16)
+        for lengths in ([5, 7], [9, 3]):
+            cu = torch.tensor([0, lengths[0], 12], dtype=torch.int32)
+            ops._packed(q, q, q, pos, pos, self.slots, self.positions_id, cu, 9, 2, 0.1, False)
+            self.assertEqual(self.library.launched[-1]["cu_seqlens"], cu.data_ptr())
+        self.assertEqual(len(self.library.launched), 2)
 
 
 @unittest.skipUnless(dflash_torch.kernel_available(), "libdflash_attention not built")

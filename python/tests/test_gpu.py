@@ -210,29 +210,33 @@ class OpLastLaunchTest(unittest.TestCase):
         with torch.inference_mode():
             self.padded(problem)
             launch = ops._last_launch.launch
+            # Other Q and another mask tensor of the same layout (a compiled forward's next
+            # layer): the same launch, pointed at the new tensors.
             other_q = torch.randn_like(problem.qp)
-            got = self.padded(problem, q=other_q)
+            other_mask = problem.mask.clone()
+            other_mask[2, 40:] = False
+            got = self.padded(problem, q=other_q, mask=other_mask)
             self.assertIs(ops._last_launch.launch, launch)
-            self.assertTrue(torch.equal(got, self.fresh(lambda: self.padded(problem, q=other_q))))
+            self.assertTrue(torch.equal(got, self.fresh(
+                lambda: self.padded(problem, q=other_q, mask=other_mask))))
+            self.assertFalse(torch.equal(got, self.fresh(lambda: self.padded(problem,
+                                                                              q=other_q))))
             # The mask's values change in place: the reused launch reads them.
             self.padded(problem)
             launch = ops._last_launch.launch
-            problem.mask[2, 40:] = False
+            problem.mask[1, 10:] = False
             got = self.padded(problem)
             self.assertIs(ops._last_launch.launch, launch)
             self.assertTrue(torch.equal(got, self.fresh(lambda: self.padded(problem))))
-            # A mask the launch converts (int64) is a copy: never reused.
+            # A mask the launch converts (int64) is a copy: such a launch is not kept.
             as_long = problem.mask.long()
-            self.padded(problem, mask=as_long)
-            launch = ops._last_launch.launch
-            as_long[1, 10:] = 0
             got = self.padded(problem, mask=as_long)
-            self.assertIsNot(ops._last_launch.launch, launch)
-            self.assertTrue(torch.equal(got, self.fresh(lambda: self.padded(problem,
-                                                                            mask=as_long))))
+            self.assertIsNone(ops._last_launch.launch)
+            self.assertTrue(torch.equal(got, self.fresh(lambda: self.padded(problem))))
 
     def test_tf32_setting_is_seen(self):
         problem = Problem([33, 64], 12, 64, torch.float32)
+        tf32_before = torch.backends.cuda.matmul.allow_tf32
         try:
             with torch.inference_mode():
                 torch.backends.cuda.matmul.allow_tf32 = False
@@ -242,7 +246,7 @@ class OpLastLaunchTest(unittest.TestCase):
                 self.assertTrue(torch.equal(tf32, self.fresh(lambda: self.padded(problem))))
                 self.assertFalse(torch.equal(tf32, strict))
         finally:
-            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cuda.matmul.allow_tf32 = tf32_before
 
     def test_capture_after_reuse_replays_its_own_launch(self):
         problem = Problem([120, 64, 9], 12, 64, torch.float16)
@@ -253,9 +257,11 @@ class OpLastLaunchTest(unittest.TestCase):
         with torch.cuda.stream(side):
             self.padded(problem)  # a last launch that fits the captured call
         torch.cuda.current_stream().wait_stream(side)
+        before = ops._last_launch.launch
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             captured = self.padded(problem)
+        self.assertIsNot(ops._last_launch.launch, before)  # a launch of its own
         self.padded(other)  # the last launch and its workspace move on
         self.padded(other)
         graph.replay()

@@ -185,7 +185,7 @@ class _Launch:
         self.signature = self._signature(q, k, v, pos_key, pos_query)
         self.same_tensors = (slot_table, key_mask, cu_seqlens)
         self.same_values = (positions_id, max_seqlen, num_heads, scale, return_lse)
-        self.layout_pointers = tuple(0 if t is None else t.data_ptr() for t in self.same_tensors)
+        self.layout_signature = self._layout_signature(self.same_tensors)
         self.tuning = tuning
         self.own_layout = True  # the kernel reads the caller's layout tensors, not copies
         self.workspace = self.workspace_stream = None
@@ -225,6 +225,7 @@ class _Launch:
                                  f"{positions_id} has {len(table.table)}")
             args.positions_id = _native_positions_id(library, positions_id, table)
             args.slot_table = slot_table.data_ptr()
+        self.reads_slot_table = bool(args.slot_table)
         if padded:
             given = key_mask
             if key_mask.dtype not in (torch.bool, torch.uint8):
@@ -264,18 +265,30 @@ class _Launch:
                 and same_values == self.same_values
                 and self._signature(q, k, v, pos_key, pos_query) == self.signature)
 
-    def fits_later_call(self, q, k, v, pos_key, pos_query, same_tensors, same_values) -> bool:
-        """fits(), for a call that may come after other code ran: the layout tensors also at the
-        same addresses and read by the kernel as they are (a copy made by this launch would not
-        show later changes of their values), and the same TF32 setting and tuning."""
-        return (self.own_layout and self.tuning is tuning
-                and self.fits(q, k, v, pos_key, pos_query, same_tensors, same_values)
-                and all(t is None or t.data_ptr() == pointer
-                        for t, pointer in zip(same_tensors, self.layout_pointers))
+    @staticmethod
+    def _layout_signature(tensors):
+        return tuple(None if t is None else (t.shape, t.stride(), t.dtype, t.device)
+                     for t in tensors)
+
+    def fits_other_layout(self, q, k, v, pos_key, pos_query, same_tensors, same_values) -> bool:
+        """Whether these arguments make this launch's problem with other layout and table
+        tensors of the same shapes, strides, dtypes and device, and the same TF32 setting and
+        tuning. Only for a launch that reads its layout tensors as they are (none copied by
+        conversion, so the caller's next tensors need none either); such a call passes them to
+        __call__, which points the launch at them."""
+        return (self.own_layout and self.tuning is tuning and same_values == self.same_values
+                and self._signature(q, k, v, pos_key, pos_query) == self.signature
+                and self._layout_signature(same_tensors) == self.layout_signature
                 and (self.empty or self.dtype != torch.float32
                      or self.args.allow_tf32 == int(allow_tf32())))
 
-    def __call__(self, q, k, v, pos_key, pos_query, keep_workspace=False):
+    def release_tensors(self) -> None:
+        """Drops the launch's references to its layout and table tensors, so that keeping it
+        (the op's last launch) keeps no caller's memory alive; fits() matches nothing after."""
+        self.same_tensors = (_RELEASED,) * 3
+        self.key_mask = self.cu_seqlens = self.no_lse = None
+
+    def __call__(self, q, k, v, pos_key, pos_query, keep_workspace=False, layout_tensors=None):
         out = torch.empty(self.shape, dtype=self.dtype, device=self.device)
         # One empty lse serves the layers of one forward; each op call returns its own.
         lse = (self.no_lse if keep_workspace and self.no_lse is not None
@@ -283,6 +296,14 @@ class _Launch:
         if self.empty:
             return out, lse
         args = self.args
+        if layout_tensors is not None:  # fits_other_layout: same metadata, other tensors
+            slot_table, key_mask, cu_seqlens = layout_tensors
+            if self.reads_slot_table:
+                args.slot_table = slot_table.data_ptr()
+            if key_mask is not None:
+                args.key_padding_mask = key_mask.data_ptr()
+            else:
+                args.cu_seqlens = cu_seqlens.data_ptr()
         pointers = q.data_ptr(), k.data_ptr(), v.data_ptr()
         strides = self.row_strides
         if strides is None or (pointers[0] | pointers[1] | pointers[2]) % 16:
@@ -316,6 +337,9 @@ class _Launch:
         return out, lse
 
 
+_RELEASED = object()  # what a released launch's fits() compares with: no tensor is it
+
+
 class _LastLaunch(threading.local):
     """The op's last launch, per thread (_forward)."""
 
@@ -328,21 +352,22 @@ _last_launch = _LastLaunch()
 
 def _forward(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale, return_lse,
              *, key_mask=None, cu_seqlens=None, max_seqlen=0):
-    """One call of the op. A call that repeats the thread's previous problem on other Q / K / V
-    (the layers of a compiled forward, which call the op through the dispatcher and so hold no
-    LaunchCache) reuses its checked arguments, not its workspace. Never while a CUDA graph
-    records: a recorded launch must not depend on what ran before the capture."""
+    """One call of the op. A call that repeats the thread's previous problem on other tensors
+    (the layers of a compiled forward, which call the op through the dispatcher with no
+    LaunchCache, and whose compiler hands each call a mask of its own) reuses its checked
+    arguments, not its workspace. Never while a CUDA graph records: a recorded launch must not
+    depend on what ran before the capture."""
     last = _last_launch.launch
-    same_tensors = (slot_table, key_mask, cu_seqlens)
-    if last is not None and last.fits_later_call(
-            q, k, v, pos_key, pos_query, same_tensors,
-            (positions_id, max_seqlen, num_heads, scale, return_lse)) and (
-            not torch.cuda.is_current_stream_capturing()):
-        return last(q, k, v, pos_key, pos_query)
+    layout_tensors = (slot_table, key_mask, cu_seqlens)
+    if last is not None and not torch.cuda.is_current_stream_capturing() and (
+            last.fits_other_layout(q, k, v, pos_key, pos_query, layout_tensors,
+                                   (positions_id, max_seqlen, num_heads, scale, return_lse))):
+        return last(q, k, v, pos_key, pos_query, layout_tensors=layout_tensors)
     launch = _Launch(q, k, v, pos_key, pos_query, slot_table, positions_id, num_heads, scale,
                      return_lse, key_mask, cu_seqlens, max_seqlen)
     result = launch(q, k, v, pos_key, pos_query)
-    _last_launch.launch = launch
+    launch.release_tensors()
+    _last_launch.launch = launch if launch.own_layout else None
     return result
 
 
