@@ -32,7 +32,7 @@ import torch
 
 import model_variants
 import speed
-from host_profile import print_rows, timed
+from host_profile import best_pass, print_rows
 
 DEFAULT_VARIANTS = ("ours_padded:eager,ours_padded:default,ours_padded:default:static,"
                     "stock:default,stock:default:static")
@@ -114,9 +114,7 @@ def main():
         run, graphs = make_run(model, name, mode, shapes, batches)
         prepare_s = time.perf_counter() - start
         with torch.inference_mode():
-            timed(run, batches[:4])
-            passes = [timed(run, batches) for _ in range(args.repeats)]
-            enqueue_ms, wall_ms = min(passes, key=lambda t: t[1])
+            (enqueue_ms, wall_ms), passes = best_pass(run, batches, 4, args.repeats)
             row = {"wall_ms": wall_ms, "enqueue_ms": enqueue_ms,
                    "pass_s": [p[1] * len(batches) / 1e3 for p in passes],
                    "compile_s": prepare_s, "graphs": graphs,

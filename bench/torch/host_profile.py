@@ -38,6 +38,14 @@ def timed(run, batches):
     return (enqueued - start) / len(batches) * 1e3, (done - start) / len(batches) * 1e3
 
 
+def best_pass(run, batches, warmup, repeats):
+    """timed() after a warm-up on the first `warmup` batches: the best of `repeats` passes by
+    wall time, (enqueue_ms, wall_ms), and every pass's."""
+    timed(run, batches[:warmup])
+    passes = [timed(run, batches) for _ in range(repeats)]
+    return min(passes, key=lambda t: t[1]), passes
+
+
 def operator_table(run, batches, top):
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
         for ids, mask in batches:
@@ -88,9 +96,7 @@ def main():
     for name in args.variants.split(","):
         run = model_variants.make(name, model, lengths)
         with torch.inference_mode():
-            timed(run, batches[:20])
-            enqueue_ms, wall_ms = min((timed(run, batches) for _ in range(3)),
-                                      key=lambda t: t[1])
+            (enqueue_ms, wall_ms), _ = best_pass(run, batches, 20, 3)
             row = {"wall_ms": wall_ms, "enqueue_ms": enqueue_ms,
                    "operators": operator_table(run, batches, args.operator_top),
                    "python": python_table(run, batches, args.python_top)}

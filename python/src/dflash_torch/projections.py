@@ -89,17 +89,24 @@ def clear_caches(module: nn.Module) -> None:
             child.__dict__.pop(attribute, None)
 
 
-def _stacked(projections):
-    """([Wq; Wk; Wv], [bq; bk; bv]), or None where the three do not stack into one GEMM (checked
-    when the stack is built, not per forward)."""
+def _uniform(projections) -> bool:
+    """Whether these nn.Linear projections have biases and weights of one shape, and all of them
+    one dtype and device, so that one GEMM over their stacked weights stands for them."""
     weights = [p.weight for p in projections]
     biases = [p.bias for p in projections]
     first = weights[0]
-    if any(b is None for b in biases) or any(
-            t.shape[0] != first.shape[0] or t.dtype != first.dtype or t.device != first.device
-            for t in weights + biases) or any(w.shape != first.shape for w in weights):
+    return not (any(b is None for b in biases) or any(
+        t.shape[0] != first.shape[0] or t.dtype != first.dtype or t.device != first.device
+        for t in weights + biases) or any(w.shape != first.shape for w in weights))
+
+
+def _stacked(projections):
+    """([Wq; Wk; Wv], [bq; bk; bv]), or None where the three do not stack into one GEMM (checked
+    when the stack is built, not per forward)."""
+    if not _uniform(projections):
         return None
-    return torch.cat(weights), torch.cat(biases)
+    return (torch.cat([p.weight for p in projections]),
+            torch.cat([p.bias for p in projections]))
 
 
 def query_key_value(attention: nn.Module, hidden_states: torch.Tensor):
@@ -132,13 +139,9 @@ def _position_projections(attention: nn.Module):
 
 def _batchable(projections) -> bool:
     """Whether one batched GEMM can stand for these projections (one per layer): plain
-    nn.Linear modules, none hooked, with biases, weights of one shape, dtype and device."""
-    if any(p is None or type(p) is not nn.Linear or p.bias is None for p in projections):
-        return False
-    first = projections[0].weight
-    return not hooked(projections) and all(
-        p.weight.shape == first.shape and p.weight.dtype == first.dtype
-        and p.weight.device == first.device for p in projections)
+    nn.Linear modules, none hooked, _uniform."""
+    return (all(p is not None and type(p) is nn.Linear for p in projections)
+            and not hooked(projections) and _uniform(projections))
 
 
 def layers_position_tables(attentions: list[nn.Module],
