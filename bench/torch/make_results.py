@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Joins one GPU run of bench/torch/run_on_gpu.sh into bench/results/h200-torch.json.
 
-Inputs: speed.py's JSON (end-to-end, compile and attention-op rows), dflash-bench-attention's
+Inputs: speed.py's JSON (end-to-end, compile and attention-op rows; several files, one per
+section of a run split over device calls, are joined in the order given), dflash-bench-attention's
 JSON lines of the same run (cxx_ms: the same kernel called from C++, same shapes and method), the
 parity JSONs of parity.py and the decision run of mnli_decisions.py. The targets of the issue are
 evaluated on ratios of times measured in the same run:
@@ -24,10 +25,25 @@ def ratio(numerator, denominator):
     return numerator / denominator
 
 
+def join_speed_files(paths):
+    """One speed.py result from the files of a run split over device calls: rows of every file,
+    errors of every file, the first file's versions (each file is checked to match)."""
+    joined = {"e2e": [], "compile": [], "attention_op": [], "errors": {}}
+    for path in paths:
+        part = json.loads(Path(path).read_text())
+        versions = joined.setdefault("versions", part.get("versions"))
+        if part.get("versions") != versions:
+            raise SystemExit(f"{path}: versions {part.get('versions')} differ from {versions}")
+        for key in ("e2e", "compile", "attention_op"):
+            joined[key] += part.get(key, [])
+        joined["errors"].update(part.get("errors") or {})
+    return joined
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--speed", required=True)
+    parser.add_argument("--speed", nargs="+", required=True)
     parser.add_argument("--cxx", help="dflash-bench-attention --json output of the same run")
     parser.add_argument("--parity", nargs="*", default=[])
     parser.add_argument("--decisions")
@@ -35,7 +51,7 @@ def main():
     parser.add_argument("--command", required=True)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    speed = json.loads(Path(args.speed).read_text())
+    speed = join_speed_files(args.speed)
     rows = speed.get("e2e", []) + speed.get("compile", [])
     for row in rows:
         row["ours_vs_df"] = ratio(row.get("df_s"), row.get("ours_s"))

@@ -14,6 +14,8 @@
 #   QUICK=1 shortens everything (smoke run: 256 pairs, one parity shape, few repeats)
 #   INSTALL=wheel installs the carried prebuilt wheel even where the host could build from source
 #   SPEED_ARGS: more speed.py arguments, e.g. "--skip-e2e --skip-compile" for the op rows alone
+#   SPEED_TAG: names this speed section's files speed-TAG.json / .log, so that a run split over
+#     device calls keeps each part; `results` joins every speed*.json
 set -uo pipefail
 if [[ "${1:-}" == "--help" ]]; then sed -n 2,18p "$0"; exit 0; fi
 sections=("$@")
@@ -128,7 +130,9 @@ section_decisions() {
 
 section_speed() {
   models_and_pairs v3-base
-  if [[ -x .carry/bin/dflash-bench-attention ]]; then
+  if [[ " ${SPEED_ARGS:-} " == *" --skip-op "* ]]; then
+    :  # no op rows to join cxx_ms to
+  elif [[ -x .carry/bin/dflash-bench-attention ]]; then
     echo "== the same kernel from C++ (dflash-bench-attention)"
     LD_LIBRARY_PATH="$root/.carry/lib:$LD_LIBRARY_PATH" .carry/bin/dflash-bench-attention \
       --dtypes=bf16 --head_dims=64 --lengths=128,256,512,1024,2048,4096,8192 --accuracy=false \
@@ -136,17 +140,19 @@ section_speed() {
   else
     echo "no .carry/bin/dflash-bench-attention: cxx_ms stays null"
   fi
-  echo "== speed (e2e, compile, attention op)"
+  local tag=${SPEED_TAG:+-$SPEED_TAG}
+  echo "== speed$tag (e2e, compile, attention op: ${SPEED_ARGS:-all})"
   python3 bench/torch/speed.py --model "$work/models/v3-base" --pairs "$work/mnli_like.jsonl" \
-    --repeats "$repeats" --op-repeats "$op_repeats" --out "$results/speed.json" \
+    --repeats "$repeats" --op-repeats "$op_repeats" --out "$results/speed$tag.json" \
     ${SPEED_ARGS:-} 2>&1 | \
-    tee "$results/speed.log" | grep -v "^\s" | tail -40
+    tee "$results/speed$tag.log" | grep -v "^\s" | tail -40
 }
 
 section_results() {
-  local parity=()
+  local parity=() speed=()
   mapfile -t parity < <(ls "$results"/parity-*.json 2> /dev/null)
-  python3 bench/torch/make_results.py --speed "$results/speed.json" --cxx "$results/cxx.jsonl" \
+  mapfile -t speed < <(ls "$results"/speed*.json 2> /dev/null)
+  python3 bench/torch/make_results.py --speed "${speed[@]}" --cxx "$results/cxx.jsonl" \
     --parity "${parity[@]}" --decisions "$results/mnli-decisions.json" --gpu "$gpu" \
     --command "bash bench/torch/run_on_gpu.sh (QUICK=$quick)" --out "$results/h200-torch.json"
 }
