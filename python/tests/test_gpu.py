@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import itertools
+import os
 import sys
 import unittest
 import warnings
@@ -180,7 +181,8 @@ class LaunchCacheTest(unittest.TestCase):
                                         problem.slot_table, problem.positions_id,
                                         problem.cu_seqlens, max(problem.lengths), problem.heads,
                                         problem.scale, False, reuse=cache)
-                launch = cache.launch if seed == 0 else launch
+                if seed == 0:
+                    launch = cache.launch
                 self.assertIs(cache.launch, launch)
                 expected, _ = ops.attention_packed(q, k, v, problem.pos_key, problem.pos_query,
                                                    problem.slot_table, problem.positions_id,
@@ -678,6 +680,56 @@ class CudaGraphsTest(unittest.TestCase):
                 kept.append(len(graphs))
         self.assertEqual(kept, [1, 2, 0, 1, 2, 2, 2])
         self.assertEqual(graphs.recorded, 5)
+
+
+@unittest.skipUnless(HAVE_GPU, "needs a CUDA device and libdflash_attention")
+class DeterministicAlgorithmsTest(unittest.TestCase):
+    """torch.use_deterministic_algorithms(True): every path runs, and since that mode fills new
+    memory with NaN, an output element the op or the packing leaves unwritten, or a masked key's
+    value multiplied in with weight zero, shows as a non-finite state."""
+
+    @contextlib.contextmanager
+    def deterministic(self):
+        # cuBLAS refuses deterministic mode without a fixed workspace configuration.
+        saved = (torch.are_deterministic_algorithms_enabled(),
+                 torch.utils.deterministic.fill_uninitialized_memory,
+                 os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+        torch.use_deterministic_algorithms(True)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+        try:
+            yield
+        finally:
+            torch.use_deterministic_algorithms(saved[0])
+            torch.utils.deterministic.fill_uninitialized_memory = saved[1]
+            if saved[2] is None:
+                os.environ.pop("CUBLAS_WORKSPACE_CONFIG")
+            else:
+                os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved[2]
+
+    def test_every_layout_runs_and_writes_every_state(self):
+        torch.backends.cuda.matmul.allow_tf32 = False
+        stock = random_model()
+        ids, mask = random_batch([77, 12, 130, 5], seed=11)
+        keep = mask.bool()
+        with torch.no_grad():
+            expected = stock(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        for layout, graphs in itertools.product(("padded", "packed"), (False, True)):
+            model = copy.deepcopy(stock)
+            dflash_torch.optimize_deberta(model, layout=layout, fallback="error",
+                                          cuda_graphs=graphs)
+            message = f"{layout} cuda_graphs={graphs}"
+            with self.deterministic(), torch.no_grad():
+                runs = [model(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+                        for _ in range(3)]  # graphs: eager while recording, then replays
+            for got in runs:
+                self.assertLess(relative_l2(got.logits, expected.logits), 1e-4, message)
+                for ours, theirs in zip(got.hidden_states, expected.hidden_states):
+                    self.assertTrue(bool(torch.isfinite(ours).all()), message)
+                    self.assertLess(relative_l2(ours[keep], theirs[keep]), 1e-4, message)
+            # Deterministic: the runs agree bit for bit.
+            for got in runs[1:]:
+                self.assertTrue(torch.equal(got.logits, runs[0].logits), message)
 
 
 if __name__ == "__main__":
