@@ -15,6 +15,7 @@ import sys
 import unittest
 import warnings
 from pathlib import Path
+from unittest import mock
 
 import torch
 
@@ -690,22 +691,17 @@ class DeterministicAlgorithmsTest(unittest.TestCase):
 
     @contextlib.contextmanager
     def deterministic(self):
+        settings = torch.utils.deterministic  # a property, which mock.patch.object can't restore
+        saved = (torch.are_deterministic_algorithms_enabled(), settings.fill_uninitialized_memory)
         # cuBLAS refuses deterministic mode without a fixed workspace configuration.
-        saved = (torch.are_deterministic_algorithms_enabled(),
-                 torch.utils.deterministic.fill_uninitialized_memory,
-                 os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
-        os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
-        torch.use_deterministic_algorithms(True)
-        torch.utils.deterministic.fill_uninitialized_memory = True
-        try:
-            yield
-        finally:
-            torch.use_deterministic_algorithms(saved[0])
-            torch.utils.deterministic.fill_uninitialized_memory = saved[1]
-            if saved[2] is None:
-                os.environ.pop("CUBLAS_WORKSPACE_CONFIG")
-            else:
-                os.environ["CUBLAS_WORKSPACE_CONFIG"] = saved[2]
+        with mock.patch.dict(os.environ, {"CUBLAS_WORKSPACE_CONFIG": ":4096:8"}):
+            torch.use_deterministic_algorithms(True)
+            settings.fill_uninitialized_memory = True
+            try:
+                yield
+            finally:
+                torch.use_deterministic_algorithms(saved[0])
+                settings.fill_uninitialized_memory = saved[1]
 
     def test_every_layout_runs_and_writes_every_state(self):
         torch.backends.cuda.matmul.allow_tf32 = False
