@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "server/http/connection_acceptor.h"
 #include "server/microhttpd/daemon_log.h"
 
 namespace dflash::http {
@@ -234,6 +235,16 @@ struct ListenerCallbacks {
     return Queue(connection, *response, close);
   }
 
+  static void ConnectionEvent(void* cls, MHD_Connection* /*connection*/, void** /*socket_context*/,
+                              MHD_ConnectionNotificationCode code) {
+    auto& acceptor = *static_cast<ConnectionAcceptor*>(cls);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+      acceptor.ConnectionOpened();
+    } else {
+      acceptor.ConnectionClosed();
+    }
+  }
+
   static void Completed(void* cls, MHD_Connection* /*connection*/, void** request_state,
                         MHD_RequestTerminationCode /*code*/) {
     auto* state = static_cast<HttpListener::Connection*>(*request_state);
@@ -316,59 +327,75 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
   // The connection's memory pool holds its request line, headers and read buffer: room for the
   // configured headers plus a 16 KiB buffer.
   const size_t memory_limit = settings.max_header_bytes + (size_t{16} << 10);
-  for (const addrinfo* candidate = addresses; candidate != nullptr && listener->daemon_ == nullptr;
-       candidate = candidate->ai_next) {
+  // A name may resolve to several addresses (localhost: ::1 and 127.0.0.1): the first that can be
+  // bound is served.
+  absl::Status bind_failure = absl::UnavailableError("no IPv4 or IPv6 address");
+  for (const addrinfo* candidate = addresses;
+       candidate != nullptr && listener->acceptor_ == nullptr; candidate = candidate->ai_next) {
     if (candidate->ai_family != AF_INET && candidate->ai_family != AF_INET6) continue;
-    // A pool of threads, each polling its connections with epoll: connections are many and
-    // mostly idle between requests. Suspend/resume lets a request wait for the engine without
-    // holding a thread. No MHD_OPTION_THREAD_STACK_SIZE, as for the metrics endpoint: glibc's
-    // default stack has room for the static TLS of the CUDA libraries the server links.
-    unsigned int flags =
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;
-    if (candidate->ai_family == AF_INET6) flags |= MHD_USE_DUAL_STACK;
-    if (tls) flags |= MHD_USE_TLS;
-    std::vector<MHD_OptionItem> items = {
-        {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&microhttpd::DaemonLog::Collect),
-         listener->daemon_log_.get()},
-        {MHD_OPTION_SOCK_ADDR, 0, candidate->ai_addr},
-        {MHD_OPTION_THREAD_POOL_SIZE, std::max(1u, settings.threads), nullptr},
-        {MHD_OPTION_CONNECTION_LIMIT, settings.max_connections, nullptr},
-        {MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds, nullptr},
-        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(memory_limit), nullptr},
-        {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&ListenerCallbacks::Completed),
-         listener.get()},
-        // Refuse what RFC 9112 lets a server refuse (bare LF, whitespace before a header's colon):
-        // leniency there is what request smuggling exploits.
-        {MHD_OPTION_STRICT_FOR_CLIENT, 1, nullptr},
-    };
-    if (tls) {
-      items.push_back(
-          {MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(settings.tls_cert_pem.c_str())});
-      items.push_back(
-          {MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(settings.tls_key_pem.c_str())});
-      if (!settings.tls_client_ca_pem.empty()) {
-        items.push_back(
-            {MHD_OPTION_HTTPS_MEM_TRUST, 0, const_cast<char*>(settings.tls_client_ca_pem.c_str())});
-      }
+    absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> acceptor =
+        ConnectionAcceptor::Listen(*candidate, settings.max_connections);
+    if (acceptor.ok()) {
+      listener->acceptor_ = *std::move(acceptor);
+    } else {
+      bind_failure = acceptor.status();
     }
-    items.push_back({MHD_OPTION_END, 0, nullptr});
-    listener->daemon_ = MHD_start_daemon(flags, static_cast<uint16_t>(port_number), nullptr,
-                                         nullptr, &ListenerCallbacks::Access, listener.get(),
-                                         MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
   }
-  absl::StatusOr<int> bound_port =
+  if (listener->acceptor_ == nullptr) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve HTTP on '", address, "': ", bind_failure.message()));
+  }
+  // A pool of threads, each polling its connections with epoll: connections are many and mostly
+  // idle between requests. The connections come from the acceptor (no listening socket of
+  // libmicrohttpd's own). Suspend/resume lets a request wait for the engine without holding a
+  // thread. No MHD_OPTION_THREAD_STACK_SIZE, as for the metrics endpoint: glibc's default stack
+  // has room for the static TLS of the CUDA libraries the server links.
+  unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET |
+                       MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+  if (tls) flags |= MHD_USE_TLS;
+  std::vector<MHD_OptionItem> items = {
+      {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&microhttpd::DaemonLog::Collect),
+       listener->daemon_log_.get()},
+      {MHD_OPTION_THREAD_POOL_SIZE, std::max(1u, settings.threads), nullptr},
+      {MHD_OPTION_CONNECTION_LIMIT, settings.max_connections, nullptr},
+      {MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds, nullptr},
+      {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(memory_limit), nullptr},
+      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&ListenerCallbacks::Completed),
+       listener.get()},
+      {MHD_OPTION_NOTIFY_CONNECTION,
+       reinterpret_cast<intptr_t>(&ListenerCallbacks::ConnectionEvent), listener->acceptor_.get()},
+      // Refuse what RFC 9112 lets a server refuse (bare LF, whitespace before a header's colon):
+      // leniency there is what request smuggling exploits.
+      {MHD_OPTION_STRICT_FOR_CLIENT, 1, nullptr},
+  };
+  if (tls) {
+    items.push_back(
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(settings.tls_cert_pem.c_str())});
+    items.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(settings.tls_key_pem.c_str())});
+    if (!settings.tls_client_ca_pem.empty()) {
+      items.push_back(
+          {MHD_OPTION_HTTPS_MEM_TRUST, 0, const_cast<char*>(settings.tls_client_ca_pem.c_str())});
+    }
+  }
+  items.push_back({MHD_OPTION_END, 0, nullptr});
+  listener->daemon_ =
+      MHD_start_daemon(flags, /*port=*/0, nullptr, nullptr, &ListenerCallbacks::Access,
+                       listener.get(), MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
+  absl::Status started =
       listener->daemon_log_->EndStart(listener->daemon_, absl::StrCat("HTTP on '", address, "'"));
-  if (!bound_port.ok()) return bound_port.status();
-  listener->port_ = *bound_port;
+  if (!started.ok()) return started;
+  listener->port_ = listener->acceptor_->port();
+  listener->acceptor_->Start(
+      [daemon = listener->daemon_](int socket, const sockaddr* peer, socklen_t peer_size) {
+        // On failure libmicrohttpd closes the socket and says why through the daemon's log.
+        MHD_add_connection(daemon, socket, peer, peer_size);
+      });
   return listener;
 }
 
 void HttpListener::StopAccepting() {
   closing_.store(true, std::memory_order_relaxed);
-  if (daemon_ != nullptr) {
-    const MHD_socket socket = MHD_quiesce_daemon(daemon_);
-    if (socket != MHD_INVALID_SOCKET) close(socket);
-  }
+  if (acceptor_ != nullptr) acceptor_->Stop();
 }
 
 void HttpListener::WaitForAnswersSent(absl::Time deadline) {
@@ -377,6 +404,9 @@ void HttpListener::WaitForAnswersSent(absl::Time deadline) {
 }
 
 HttpListener::~HttpListener() {
+  // The acceptor first (it hands connections to the daemon), destroyed after the daemon (whose
+  // threads report closed connections to it).
+  if (acceptor_ != nullptr) acceptor_->Stop();
   if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
 }
 

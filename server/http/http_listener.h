@@ -32,6 +32,8 @@ class DaemonLog;
 
 namespace dflash::http {
 
+class ConnectionAcceptor;
+
 struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string path;    // Decoded, without the query.
@@ -92,8 +94,9 @@ class HttpListener {
   HttpListener& operator=(const HttpListener&) = delete;
 
   int port() const { return port_; }
-  // Stops accepting connections; requests on open connections are still served, and their
-  // answers close the connection.
+  // Stops accepting connections (new ones are refused from its return on); requests on open
+  // connections are still served, and their answers close the connection. Not concurrent with
+  // itself.
   void StopAccepting();
   // Waits until every request handed to the handler has had its answer written (or its client
   // gone), or `deadline` passes.
@@ -112,6 +115,8 @@ class HttpListener {
   std::unique_ptr<microhttpd::DaemonLog> daemon_log_;
   // The sockets of suspended connections, for their clients' hang-ups; outlives daemon_.
   std::unique_ptr<HangupWatch> hangups_;
+  // Accepts the connections the daemon serves; outlives daemon_.
+  std::unique_ptr<ConnectionAcceptor> acceptor_;
   MHD_Daemon* daemon_ = nullptr;
   int port_ = 0;
   std::atomic<bool> closing_{false};

@@ -166,8 +166,12 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
         kMaxConnectionsPerClient, MHD_OPTION_CONNECTION_TIMEOUT, kIdleTimeoutSeconds,
         MHD_OPTION_END);
   }
-  absl::StatusOr<int> bound_port = server->daemon_log_->EndStart(
-      server->daemon_, absl::StrCat("metrics on '", listen_address, "'"));
+  const std::string serving = absl::StrCat("metrics on '", listen_address, "'");
+  if (absl::Status started = server->daemon_log_->EndStart(server->daemon_, serving);
+      !started.ok()) {
+    return started;
+  }
+  absl::StatusOr<int> bound_port = microhttpd::DaemonLog::BoundPort(server->daemon_, serving);
   if (!bound_port.ok()) return bound_port.status();
   server->port_ = *bound_port;
   return server;

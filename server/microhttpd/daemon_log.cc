@@ -29,16 +29,16 @@ void DaemonLog::Collect(void* daemon_log, const char* format, va_list arguments)
   Log().log(log.level_, "{}: {}", log.server_, message);
 }
 
-absl::StatusOr<int> DaemonLog::EndStart(MHD_Daemon* daemon, absl::string_view serving) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    starting_ = false;
-    if (daemon == nullptr) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot serve ", serving, ": ",
-          start_messages_.empty() ? "unknown error" : start_messages_, " (libmicrohttpd)"));
-    }
-  }
+absl::Status DaemonLog::EndStart(MHD_Daemon* daemon, absl::string_view serving) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  starting_ = false;
+  if (daemon != nullptr) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "cannot serve ", serving, ": ", start_messages_.empty() ? "unknown error" : start_messages_,
+      " (libmicrohttpd)"));
+}
+
+absl::StatusOr<int> DaemonLog::BoundPort(MHD_Daemon* daemon, absl::string_view serving) {
   const MHD_DaemonInfo* bound = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
   if (bound == nullptr || bound->port == 0) {
     return absl::InternalError(

@@ -29,9 +29,11 @@ class DaemonLog {
 
   // Ends the start: later messages go to the log. `daemon` is what MHD_start_daemon returned,
   // null when every attempt failed; `serving` says what it serves where, for the error
-  // ("metrics on '127.0.0.1:9464'"). The port it listens on, or UNAVAILABLE "cannot serve
-  // <serving>: <libmicrohttpd's messages> (libmicrohttpd)".
-  absl::StatusOr<int> EndStart(MHD_Daemon* daemon, absl::string_view serving);
+  // ("metrics on '127.0.0.1:9464'"): UNAVAILABLE "cannot serve <serving>: <libmicrohttpd's
+  // messages> (libmicrohttpd)".
+  absl::Status EndStart(MHD_Daemon* daemon, absl::string_view serving);
+  // The port a started daemon listens on, or INTERNAL naming `serving`.
+  static absl::StatusOr<int> BoundPort(MHD_Daemon* daemon, absl::string_view serving);
 
  private:
   const std::string server_;
