@@ -59,11 +59,15 @@ absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> ConnectionAcceptor::Listen(
   };
   const int on = 1;
   const int off = 0;
-  // A restarted server binds again at once, while connections of the previous one linger.
-  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0) return fail("setsockopt");
+  // A restarted server binds again at once, while connections of the previous one linger. Both
+  // options are wishes: without them the socket still serves.
+  if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0) {
+    Log().warn("HTTP listener: SO_REUSEADDR: {}", std::strerror(errno));
+  }
   if (address.ai_family == AF_INET6 &&
       setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof(off)) != 0) {
-    return fail("setsockopt");
+    Log().warn("HTTP listener: no IPv4 on the IPv6 address (IPV6_V6ONLY): {}",
+               std::strerror(errno));
   }
   if (bind(fd, address.ai_addr, address.ai_addrlen) != 0) return fail("bind");
   if (listen(fd, SOMAXCONN) != 0) return fail("listen");
@@ -104,8 +108,6 @@ void ConnectionAcceptor::Stop() {
     listen_fd_ = -1;
   }
 }
-
-void ConnectionAcceptor::ConnectionOpened() { open_.fetch_add(1); }
 
 void ConnectionAcceptor::ConnectionClosed() {
   // Pairs with Run's store of full_ before its check of open_: one of the two sees the other.
@@ -153,7 +155,12 @@ bool ConnectionAcceptor::AcceptPending() {
     const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_size,
                            SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
-      hand_over_(fd, reinterpret_cast<const sockaddr*>(&peer), peer_size);
+      // Counted before the hand-over: the server may register the connection later, on another
+      // thread, and the count must not let more in meanwhile.
+      open_.fetch_add(1);
+      if (!hand_over_(fd, reinterpret_cast<const sockaddr*>(&peer), peer_size)) {
+        ConnectionClosed();
+      }
       continue;
     }
     const int error = errno;

@@ -20,13 +20,15 @@ namespace dflash::http {
 
 class ConnectionAcceptor {
  public:
-  // A new connected socket (non-blocking, close-on-exec), owned by the callee from then on.
-  using HandOver = absl::AnyInvocable<void(int socket, const sockaddr* peer, socklen_t peer_size)>;
+  // A new connected socket (non-blocking, close-on-exec), owned by the callee from then on. True
+  // when the callee serves it; false when it refused it (and closed it).
+  using HandOver = absl::AnyInvocable<bool(int socket, const sockaddr* peer, socklen_t peer_size)>;
 
   // Binds `address` and listens (an IPv6 address also accepts IPv4: dual stack; port 0 takes a
-  // free port). Accepts nothing until Start. While `max_open` connections are open (counted by
-  // ConnectionOpened / ConnectionClosed), it accepts no more: they wait in the socket's backlog.
-  // UNAVAILABLE naming the failed call and the system's reason ("bind: Address already in use").
+  // free port). Accepts nothing until Start. A connection counts as open from its hand-over
+  // until ConnectionClosed (or a refused hand-over); while `max_open` are open it accepts no more:
+  // they wait in the socket's backlog. UNAVAILABLE naming the failed call and the system's reason
+  // ("bind: Address already in use").
   static absl::StatusOr<std::unique_ptr<ConnectionAcceptor>> Listen(const addrinfo& address,
                                                                     int64_t max_open);
   ~ConnectionAcceptor();  // Stop.
@@ -40,8 +42,7 @@ class ConnectionAcceptor {
   // itself or Start.
   void Stop();
 
-  // The served connections, as their server opens and closes them (from any thread).
-  void ConnectionOpened();
+  // A connection handed over has closed (from any thread).
   void ConnectionClosed();
 
  private:

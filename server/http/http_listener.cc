@@ -237,12 +237,9 @@ struct ListenerCallbacks {
 
   static void ConnectionEvent(void* cls, MHD_Connection* /*connection*/, void** /*socket_context*/,
                               MHD_ConnectionNotificationCode code) {
-    auto& acceptor = *static_cast<ConnectionAcceptor*>(cls);
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-      acceptor.ConnectionOpened();
-    } else {
-      acceptor.ConnectionClosed();
-    }
+    // Opened connections were counted when handed over.
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED)
+      static_cast<ConnectionAcceptor*>(cls)->ConnectionClosed();
   }
 
   static void Completed(void* cls, MHD_Connection* /*connection*/, void** request_state,
@@ -357,7 +354,12 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
       {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&microhttpd::DaemonLog::Collect),
        listener->daemon_log_.get()},
       {MHD_OPTION_THREAD_POOL_SIZE, std::max(1u, settings.threads), nullptr},
-      {MHD_OPTION_CONNECTION_LIMIT, settings.max_connections, nullptr},
+      // The acceptor holds the connections to max_connections. libmicrohttpd splits its own limit
+      // evenly between the threads and may queue a connection for a thread at its share; the
+      // thread then refuses it on a path that leaves a mutex locked, which hangs the thread
+      // (0.9.75). A share of max_connections per thread is never reached.
+      {MHD_OPTION_CONNECTION_LIMIT, settings.max_connections * std::max(1u, settings.threads),
+       nullptr},
       {MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds, nullptr},
       {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(memory_limit), nullptr},
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&ListenerCallbacks::Completed),
@@ -388,7 +390,7 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
   listener->acceptor_->Start(
       [daemon = listener->daemon_](int socket, const sockaddr* peer, socklen_t peer_size) {
         // On failure libmicrohttpd closes the socket and says why through the daemon's log.
-        MHD_add_connection(daemon, socket, peer, peer_size);
+        return MHD_add_connection(daemon, socket, peer, peer_size) == MHD_YES;
       });
   return listener;
 }

@@ -78,6 +78,7 @@ struct HandedOver {
       std::lock_guard<std::mutex> lock(mutex);
       sockets.push_back(socket);
       families.push_back(peer->sa_family);
+      return true;
     };
   }
 
@@ -120,12 +121,7 @@ TEST(ConnectionAcceptorTest, HoldsConnectionsInTheBacklogWhileFull) {
   std::unique_ptr<ConnectionAcceptor> acceptor = Listen("127.0.0.1", 0, 1);
   ASSERT_NE(acceptor, nullptr);
   HandedOver handed_over;
-  // The server reports each connection it serves as opened (here before the next accept).
-  acceptor->Start([&, record = handed_over.Callback()](int socket, const sockaddr* peer,
-                                                       socklen_t peer_size) mutable {
-    acceptor->ConnectionOpened();
-    record(socket, peer, peer_size);
-  });
+  acceptor->Start(handed_over.Callback());
   const int first = ConnectLoopback(acceptor->port());
   ASSERT_TRUE(handed_over.WaitForCount(1));
 
@@ -134,10 +130,34 @@ TEST(ConnectionAcceptorTest, HoldsConnectionsInTheBacklogWhileFull) {
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_EQ(handed_over.count(), 1u) << "handed over while at the limit";
 
-  acceptor->ConnectionClosed();
+  acceptor->ConnectionClosed();  // As the server reports the first connection closed.
   EXPECT_TRUE(handed_over.WaitForCount(2));
   close(first);
   close(waiting);
+}
+
+TEST(ConnectionAcceptorTest, ARefusedHandOverLeavesItsPlaceFree) {
+  std::unique_ptr<ConnectionAcceptor> acceptor = Listen("127.0.0.1", 0, 1);
+  ASSERT_NE(acceptor, nullptr);
+  HandedOver handed_over;
+  std::atomic<int> refused{0};
+  acceptor->Start([&, record = handed_over.Callback()](int socket, const sockaddr* peer,
+                                                       socklen_t peer_size) mutable {
+    if (refused.load() == 0) {  // The server refuses the first connection (and closes it).
+      close(socket);
+      refused.fetch_add(1);
+      return false;
+    }
+    return record(socket, peer, peer_size);
+  });
+  const int first = ConnectLoopback(acceptor->port());
+  const int second = ConnectLoopback(acceptor->port());
+  ASSERT_GE(first, 0);
+  ASSERT_GE(second, 0);
+  EXPECT_TRUE(handed_over.WaitForCount(1)) << "the refused connection kept its place";
+  EXPECT_EQ(refused.load(), 1);
+  close(first);
+  close(second);
 }
 
 TEST(ConnectionAcceptorTest, AnIpv6AnyAddressAcceptsIpv4Too) {

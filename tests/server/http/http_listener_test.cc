@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <thread>
@@ -54,10 +55,12 @@ using e2e::HttpAnswer;
 using e2e::HttpClient;
 using e2e::PollUntil;
 
-absl::StatusOr<std::unique_ptr<HttpListener>> Start(const std::string& address) {
+absl::StatusOr<std::unique_ptr<HttpListener>> Start(const std::string& address,
+                                                    unsigned int max_connections = 4096) {
   HttpListenerOptions options;
   options.listen_address = address;
   options.threads = 2;
+  options.max_connections = max_connections;
   return HttpListener::Start(std::move(options), [](HttpRequest, HttpResponder respond) {
     HttpResponse response;
     response.body = "{}";
@@ -129,6 +132,55 @@ TEST(HttpListenerTest, StopAcceptingWhileServingKeepsTheOpenConnections) {
       EXPECT_TRUE(connection->closed_by_server);
     }
   }
+}
+
+// Stops and destroys `listener` on another thread; aborts the test binary when that does not end
+// within the wait limit (a listener thread that hangs would otherwise hang the whole run).
+void StopWithinTheWaitLimit(std::unique_ptr<HttpListener> listener) {
+  std::atomic<bool> stopped{false};
+  std::thread stopper([&] {
+    listener->StopAccepting();
+    listener.reset();
+    stopped = true;
+  });
+  if (!PollUntil([&] { return stopped.load(); }, absl::Milliseconds(10))) {
+    ADD_FAILURE() << "the listener did not stop";
+    std::abort();
+  }
+  stopper.join();
+}
+
+TEST(HttpListenerTest, ConnectionsPastTheLimitWaitAndAreServedInTurn) {
+  constexpr int kLimit = 8;
+  absl::StatusOr<std::unique_ptr<HttpListener>> listener = Start("127.0.0.1:0", kLimit);
+  ASSERT_TRUE(listener.ok()) << listener.status();
+  const int port = (*listener)->port();
+  // The ASSERTs leave this lambda, so that the listener is stopped (or its hang caught) after a
+  // failure too.
+  [&] {
+    // All at once, more than the limit: the first kLimit are served, the rest wait in the backlog.
+    // The client sockets of this process take every other descriptor number of the listener's
+    // accepted ones, which puts them all on one of the listener's threads.
+    std::vector<std::unique_ptr<HttpClient>> clients;
+    for (int i = 0; i < 3 * kLimit; ++i) {
+      absl::StatusOr<HttpClient> client = HttpClient::Connect(port);
+      ASSERT_TRUE(client.ok()) << client.status();
+      clients.push_back(std::make_unique<HttpClient>(*std::move(client)));
+    }
+    for (int i = 0; i < kLimit; ++i) {
+      absl::StatusOr<HttpAnswer> answer = clients[i]->Get("/health");
+      ASSERT_TRUE(answer.ok()) << "connection " << i << ": " << answer.status();
+      EXPECT_EQ(answer->status, 200);
+    }
+    // Each connection closed lets one waiting connection in.
+    for (int i = kLimit; i < 3 * kLimit; ++i) {
+      clients[i - kLimit].reset();
+      absl::StatusOr<HttpAnswer> answer = clients[i]->Get("/health");
+      ASSERT_TRUE(answer.ok()) << "connection " << i << ": " << answer.status();
+      EXPECT_EQ(answer->status, 200);
+    }
+  }();
+  StopWithinTheWaitLimit(*std::move(listener));
 }
 
 TEST(HttpListenerTest, APortInUseFailsTheStartWithTheReason) {
