@@ -78,15 +78,10 @@ def print_rows(rows, value, label, suffix="", count=12):
         print(f"    {row[value]:8.1f} us{suffix} {row['calls_per_batch']:6.1f}x {row[label]}")
 
 
-def main():
-    parser = speed.workload_parser(__doc__)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--batches", type=int, default=200)
-    parser.add_argument("--variants", default="stock,ours_floor_padded,ours_padded,"
-                        "ours_floor_packed,ours_packed,df_padded,df_packed")
-    parser.add_argument("--operator-top", type=int, default=25)
-    parser.add_argument("--python-top", type=int, default=30)
-    args = parser.parse_args()
+def measure_variants(args, measure):
+    """The workload's first args.batches batches of args.batch and its fp16 model; for each of
+    args.variants (model_variants.make), the dict measure(name, run, batches) returns, taken under
+    inference_mode, into result["variants"][name]. Writes the result to args.out."""
     sequences = speed.common.read_pairs(args.pairs)
     batches = speed.host_batches(sequences[:args.batch * args.batches], args.batch)
     lengths = {ids.shape[1] for ids, _ in batches}
@@ -96,18 +91,34 @@ def main():
     for name in args.variants.split(","):
         run = model_variants.make(name, model, lengths)
         with torch.inference_mode():
-            (enqueue_ms, wall_ms), _ = best_pass(run, batches, 20, 3)
-            row = {"wall_ms": wall_ms, "enqueue_ms": enqueue_ms,
-                   "operators": operator_table(run, batches, args.operator_top),
-                   "python": python_table(run, batches, args.python_top)}
-        result["variants"][name] = row
-        print(f"{name}: wall {wall_ms:.3f} ms/batch, enqueue {enqueue_ms:.3f} ms/batch", flush=True)
-        print_rows(row["operators"], "self_us_per_batch", "name")
-        print_rows(row["python"], "own_us_per_batch", "function", suffix=" own")
+            result["variants"][name] = measure(name, run, batches)
         del run
         torch.cuda.empty_cache()
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")
+
+
+def main():
+    parser = speed.workload_parser(__doc__)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--batches", type=int, default=200)
+    parser.add_argument("--variants", default="stock,ours_floor_padded,ours_padded,"
+                        "ours_floor_packed,ours_packed,df_padded,df_packed")
+    parser.add_argument("--operator-top", type=int, default=25)
+    parser.add_argument("--python-top", type=int, default=30)
+    args = parser.parse_args()
+
+    def measure(name, run, batches):
+        (enqueue_ms, wall_ms), _ = best_pass(run, batches, 20, 3)
+        row = {"wall_ms": wall_ms, "enqueue_ms": enqueue_ms,
+               "operators": operator_table(run, batches, args.operator_top),
+               "python": python_table(run, batches, args.python_top)}
+        print(f"{name}: wall {wall_ms:.3f} ms/batch, enqueue {enqueue_ms:.3f} ms/batch", flush=True)
+        print_rows(row["operators"], "self_us_per_batch", "name")
+        print_rows(row["python"], "own_us_per_batch", "function", suffix=" own")
+        return row
+
+    measure_variants(args, measure)
 
 
 if __name__ == "__main__":

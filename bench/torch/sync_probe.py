@@ -18,12 +18,11 @@ inputs are copied and one after its forward is enqueued:
 import json
 import time
 import warnings
-from pathlib import Path
 
 import torch
 
-import model_variants
 import speed
+from host_profile import measure_variants
 
 
 def synchronising_calls(run, batches):
@@ -71,23 +70,14 @@ def main():
     parser.add_argument("--variants",
                         default="ours_padded,ours_packed,ours_floor_padded,ours_floor_packed")
     args = parser.parse_args()
-    sequences = speed.common.read_pairs(args.pairs)
-    batches = speed.host_batches(sequences[:args.batch * args.batches], args.batch)
-    lengths = {ids.shape[1] for ids, _ in batches}
-    model = model_variants.load_classifier(args.model, "cuda", torch.float16)
-    result = {"gpu": torch.cuda.get_device_name(0), "batch": args.batch,
-              "batches": len(batches), "variants": {}}
-    for name in args.variants.split(","):
-        run = model_variants.make(name, model, lengths)
-        with torch.inference_mode():
-            syncs = synchronising_calls(run, batches)
-            row = {"synchronising_calls": syncs, **timed_passes(run, batches, 3)}
-        result["variants"][name] = row
+
+    def measure(name, run, batches):
+        row = {"synchronising_calls": synchronising_calls(run, batches),
+               **timed_passes(run, batches, 3)}
         print(f"{name}: {json.dumps(row)}", flush=True)
-        del run
-        torch.cuda.empty_cache()
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {args.out}")
+        return row
+
+    measure_variants(args, measure)
 
 
 if __name__ == "__main__":
