@@ -347,19 +347,19 @@ absl::StatusOr<std::unique_ptr<HttpListener>> HttpListener::Start(HttpListenerOp
   // libmicrohttpd's own). Suspend/resume lets a request wait for the engine without holding a
   // thread. No MHD_OPTION_THREAD_STACK_SIZE, as for the metrics endpoint: glibc's default stack
   // has room for the static TLS of the CUDA libraries the server links.
+  const unsigned int threads = std::max(1u, settings.threads);
   unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET |
                        MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;
   if (tls) flags |= MHD_USE_TLS;
   std::vector<MHD_OptionItem> items = {
       {MHD_OPTION_EXTERNAL_LOGGER, reinterpret_cast<intptr_t>(&microhttpd::DaemonLog::Collect),
        listener->daemon_log_.get()},
-      {MHD_OPTION_THREAD_POOL_SIZE, std::max(1u, settings.threads), nullptr},
+      {MHD_OPTION_THREAD_POOL_SIZE, threads, nullptr},
       // The acceptor holds the connections to max_connections. libmicrohttpd splits its own limit
       // evenly between the threads and may queue a connection for a thread at its share; the
       // thread then refuses it on a path that leaves a mutex locked, which hangs the thread
       // (0.9.75). A share of max_connections per thread is never reached.
-      {MHD_OPTION_CONNECTION_LIMIT, settings.max_connections * std::max(1u, settings.threads),
-       nullptr},
+      {MHD_OPTION_CONNECTION_LIMIT, settings.max_connections * threads, nullptr},
       {MHD_OPTION_CONNECTION_TIMEOUT, timeout_seconds, nullptr},
       {MHD_OPTION_CONNECTION_MEMORY_LIMIT, static_cast<intptr_t>(memory_limit), nullptr},
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&ListenerCallbacks::Completed),
